@@ -1,0 +1,275 @@
+"""``sotopia-ls``: the command line. Each command is a thin wrapper over one public function."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import server
+from .client import connect, create_project, find_project
+from .config import instructions_html, labeling_config
+from .errors import InvalidInput, LabelStudioError, ProjectNotFound, SotopiaLSError
+from .importer import FORMATS, LoadResult, load_episodes
+from .importer.push import DEFAULT_BATCH_SIZE, PushReport, push_episodes, task_payload
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TITLE = "Sotopia human evaluation"
+
+
+def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--url`` and ``--api-key``, read from the environment when not given."""
+    command = click.option(
+        "--api-key",
+        envvar="LABEL_STUDIO_API_KEY",
+        show_envvar=True,
+        help="Label Studio API key (legacy token or personal access token). Never printed.",
+    )(command)
+    return click.option(
+        "--url",
+        envvar="LABEL_STUDIO_URL",
+        show_envvar=True,
+        help="Label Studio address, e.g. http://127.0.0.1:8080.",
+    )(command)
+
+
+def _fail_on(error: SotopiaLSError) -> click.ClickException:
+    return click.ClickException(str(error))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sotopia-label-studio")
+def main() -> None:
+    """Human evaluation of Sotopia episodes in Label Studio.
+
+    Import episodes as tasks, let annotators rate both agents on the seven SOTOPIA-EVAL
+    dimensions, then export validated scores and agreement.
+    """
+
+
+@main.command("config")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+    default=REPO / "labeling_config.xml", show_default="labeling_config.xml in the repository",
+    help="Where to write the labeling config.",
+)
+@click.option("--check", is_flag=True, help="Do not write; exit 1 if the file is out of date.")
+@click.option(
+    "--instructions", type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the annotator instructions (HTML) to this file.",
+)
+def config_command(output: Path, check: bool, instructions: Path | None) -> None:
+    """Write the labeling config generated from the dimension rubric.
+
+    Example:
+
+        sotopia-ls config -o labeling_config.xml --instructions instructions.html
+    """
+    xml = labeling_config()
+    if check:
+        if not output.exists() or output.read_text(encoding="utf-8") != xml:
+            raise click.ClickException(f"{output} is out of date: run sotopia-ls config")
+        click.echo(f"{output} is up to date")
+        return
+    output.write_text(xml, encoding="utf-8")
+    click.echo(f"wrote {output}")
+    if instructions is not None:
+        instructions.write_text(instructions_html(), encoding="utf-8")
+        click.echo(f"wrote {instructions}")
+
+
+def _echo_load(result: LoadResult) -> None:
+    for source, count in result.counts.items():
+        click.echo(f"  {source}: {count} episode(s)")
+    if result.duplicates:
+        click.echo(f"  {result.duplicates} duplicate episode(s) ignored (same episode id)")
+    click.echo(f"parsed {len(result.episodes)} episode(s), {len(result.problems)} invalid record(s)")
+    for problem in result.problems:
+        click.echo(f"  invalid: {problem}", err=True)
+
+
+def _write_rejects(path: Path, result: LoadResult) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for problem in result.problems:
+            out.write(json.dumps(problem.__dict__) + "\n")
+
+
+def _resolve_project(client: Any, project: str | None, title: str, annotations: int) -> Any:
+    if project is not None:
+        return find_project(client, project)
+    try:
+        return find_project(client, title)
+    except ProjectNotFound:
+        created = create_project(client, title, annotations_per_task=annotations)
+        click.echo(f"created project {created.id} {title!r}")
+        return created
+
+
+def _echo_push(report: PushReport, url: str) -> None:
+    click.echo(
+        f"imported {report.imported} task(s) in {report.batches} batch(es); "
+        f"{report.already_present} already in the project"
+        + (f"; {report.with_predictions} with predictions" if report.with_predictions else "")
+    )
+    click.echo(f"project: {url.rstrip('/')}/projects/{report.project_id}/data")
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--format", "format_", type=click.Choice(FORMATS),
+    help="Read every file as this format instead of detecting it per file.",
+)
+@server_options
+@click.option("--project", help="Id or exact title of an existing project to import into.")
+@click.option(
+    "--title", default=DEFAULT_TITLE, show_default=True,
+    help="Title of the project to reuse or create when --project is not given.",
+)
+@click.option(
+    "--annotations-per-task", type=click.IntRange(min=1), default=2, show_default=True,
+    help="Annotators per episode, for a project created by this command.",
+)
+@click.option(
+    "--with-predictions", is_flag=True,
+    help="Attach each episode's stored model evaluation as a prediction. Off by default: "
+    "pre-filled answers anchor annotators.",
+)
+@click.option(
+    "--skip-invalid", is_flag=True,
+    help="Import the valid episodes even if some records are invalid; the invalid ones go "
+    "to the rejects file.",
+)
+@click.option(
+    "--rejects", type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("rejects.jsonl"), show_default=True,
+    help="Where --skip-invalid writes the invalid records (file, record, reason, field).",
+)
+@click.option("--dry-run", is_flag=True, help="Parse and write tasks to --output; no server.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+    help="With --dry-run: the Label Studio task JSON to write.",
+)
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH_SIZE, show_default=True,
+    help="Tasks per bulk import request.",
+)
+def import_command(
+    paths: tuple[Path, ...],
+    format_: str | None,
+    url: str | None,
+    api_key: str | None,
+    project: str | None,
+    title: str,
+    annotations_per_task: int,
+    with_predictions: bool,
+    skip_invalid: bool,
+    rejects: Path,
+    dry_run: bool,
+    output: Path | None,
+    batch_size: int,
+) -> None:
+    """Import Sotopia episodes (files or folders) as Label Studio tasks.
+
+    Formats are detected per file: oTree episode JSON, Sotopia EpisodeLog JSON/JSONL, the
+    released-dump JSONL, and oTree human-eval CSVs. Reruns are safe: episodes already in the
+    project (same episode id) are not imported again. If any record is invalid nothing is
+    imported unless --skip-invalid is given.
+
+    Example:
+
+        export LABEL_STUDIO_URL=http://127.0.0.1:8080 LABEL_STUDIO_API_KEY=...
+
+        sotopia-ls import episodes/ dump.jsonl --title "Pilot study"
+
+        sotopia-ls import episodes/ --dry-run -o tasks.json
+    """
+    if dry_run and output is None:
+        raise click.UsageError("--dry-run needs -o/--output for the task file")
+    try:
+        result = load_episodes(paths, format=format_)
+    except SotopiaLSError as error:
+        raise _fail_on(error) from error
+    _echo_load(result)
+    if result.problems:
+        if not skip_invalid:
+            raise _fail_on(InvalidInput(result.problems))
+        _write_rejects(rejects, result)
+        click.echo(f"wrote {len(result.problems)} rejected record(s) to {rejects}")
+    if dry_run:
+        tasks = [task_payload(e, with_predictions=with_predictions) for e in result.episodes]
+        output.write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
+        click.echo(f"wrote {len(tasks)} task(s) to {output}")
+        return
+    try:
+        client = connect(url, api_key)
+        target = _resolve_project(client, project, title, annotations_per_task)
+        report = push_episodes(
+            client, target.id, result.episodes,
+            with_predictions=with_predictions, batch_size=batch_size,
+        )
+    except SotopiaLSError as error:
+        raise _fail_on(error) from error
+    _echo_push(report, url or "")
+
+
+@main.command("up")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path),
+    default=REPO / "var" / "label-studio", show_default="var/label-studio in the repository",
+    help="Label Studio's SQLite database and files; kept between runs.",
+)
+@click.option("--host", default=server.DEFAULT_HOST, show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
+@click.option("--title", default=f"{DEFAULT_TITLE} (demo)", show_default=True)
+@click.option(
+    "--serve/--no-serve", default=True, show_default=True,
+    help="Keep the server running until Ctrl-C, or stop it once the project is ready.",
+)
+def up_command(
+    paths: tuple[Path, ...], data_dir: Path, host: str, port: int, title: str, serve: bool
+) -> None:
+    """Start a local Label Studio with a ready-to-annotate demo project.
+
+    Starts Label Studio on SQLite (loopback only by default), creates the login on first
+    run, creates the project with the generated labeling config, imports the sample
+    episodes from examples/ (or PATHS), and prints the address and login.
+
+    Example:
+
+        sotopia-ls up --port 8080
+    """
+    paths = paths or (REPO / "examples",)
+    credentials = server.Credentials.load_or_create(data_dir / "credentials.json")
+    try:
+        result = load_episodes(paths)
+        if result.problems:
+            raise InvalidInput(result.problems)
+        click.echo(f"starting Label Studio on http://{host}:{port} (first start takes a minute)…")
+        running = server.start(data_dir, credentials, host=host, port=port)
+    except SotopiaLSError as error:
+        raise _fail_on(error) from error
+    with running:
+        try:
+            client = connect(running.url, credentials.api_key)
+            target = _resolve_project(client, None, title, 2)
+            report = push_episodes(client, target.id, result.episodes)
+        except LabelStudioError as error:
+            raise _fail_on(error) from error
+        _echo_push(report, running.url)
+        click.echo(
+            f"\nLabel Studio is ready: {running.url}\n"
+            f"  login:    {credentials.username}\n"
+            f"  password: {credentials.password}\n"
+            f"  (kept in {data_dir / 'credentials.json'})"
+        )
+        if serve:
+            click.echo("Press Ctrl-C to stop.")
+            try:
+                running.process.wait()
+            except KeyboardInterrupt:
+                click.echo("stopping…")

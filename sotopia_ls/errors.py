@@ -1,0 +1,63 @@
+"""Exceptions raised by sotopia_ls, so callers know what to catch.
+
+    SotopiaLSError
+    ├── InvalidInput            bad episodes or annotations; carries every Problem found
+    ├── UnknownFormat           a file whose format could not be detected or is not supported
+    └── LabelStudioError        a Label Studio call failed; carries project/task ids when known
+        └── ProjectNotFound     --project named no project on the server
+
+Errors from label-studio-sdk and HTTP are mapped to ``LabelStudioError`` at the client
+boundary (``sotopia_ls.client``) and chained with ``from``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One invalid record: where it is and why it was refused."""
+
+    file: str
+    record: str
+    reason: str
+    field: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}" + (f" [{self.record}]" if self.record else "")
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.reason}"
+
+
+class SotopiaLSError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class InvalidInput(SotopiaLSError):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {problem}" for problem in problems[:20])
+        more = f"\n  … and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"{len(problems)} invalid record(s):\n{lines}{more}")
+
+
+class UnknownFormat(SotopiaLSError):
+    def __init__(self, path: str, reason: str, accepted: list[str]) -> None:
+        self.path = path
+        self.accepted = accepted
+        super().__init__(f"{path}: {reason}; accepted formats: {', '.join(accepted)}")
+
+
+class LabelStudioError(SotopiaLSError):
+    def __init__(self, message: str, *, project: int | None = None, task: int | None = None):
+        self.project = project
+        self.task = task
+        context = ", ".join(
+            f"{name} {value}" for name, value in (("project", project), ("task", task)) if value
+        )
+        super().__init__(f"{message} ({context})" if context else message)
+
+
+class ProjectNotFound(LabelStudioError):
+    pass

@@ -1,0 +1,150 @@
+"""Start a local Label Studio server (SQLite, loopback only) for the demo and the tests.
+
+The first start of a fresh data directory creates the admin user and, with
+``--enable-legacy-api-token``, the API token given here; later starts reuse both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from .errors import LabelStudioError
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str
+    api_key: str = field(repr=False)
+
+    @classmethod
+    def load_or_create(cls, path: Path) -> Credentials:
+        """Reuse the demo login kept beside its data directory, or make a new one."""
+        if path.exists():
+            return cls(**json.loads(path.read_text()))
+        creds = cls(
+            username="annotator@example.com",
+            password=secrets.token_urlsafe(12),
+            api_key=secrets.token_hex(20),
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(creds.__dict__))
+        path.chmod(0o600)
+        return creds
+
+
+@dataclass
+class LocalServer:
+    url: str
+    credentials: Credentials
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def start(
+    data_dir: Path,
+    credentials: Credentials,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int | None = None,
+    allow_local_ml_backends: bool = False,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 300.0,
+) -> LocalServer:
+    """Start ``label-studio`` on ``host:port`` and wait until ``/health`` answers UP.
+
+    ``allow_local_ml_backends`` lifts Label Studio's SSRF guard so it may call a backend on
+    127.0.0.1; only the tests and a local backend setup need it.
+    """
+    executable = shutil.which("label-studio")
+    if executable is None:
+        raise LabelStudioError(
+            "the label-studio command is not installed; install it with "
+            "pip install 'sotopia-label-studio[server]'"
+        )
+    port = port or free_port(host)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
+        "LABEL_STUDIO_USERNAME": credentials.username,
+        "LABEL_STUDIO_PASSWORD": credentials.password,
+        "LABEL_STUDIO_USER_TOKEN": credentials.api_key,
+        "SENTRY_DSN": "",
+        "FRONTEND_SENTRY_DSN": "",
+        "COLLECT_ANALYTICS": "0",
+        "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
+        **(extra_env or {}),
+    }
+    if allow_local_ml_backends:
+        env |= {"ML_BLOCK_LOCAL_IP": "false", "USE_DEFAULT_BANNED_SUBNETS": "false"}
+    log_path = data_dir / "server.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [
+                executable, "start", "--no-browser",
+                "--internal-host", host, "--port", str(port),
+                "--enable-legacy-api-token",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    server = LocalServer(f"http://{host}:{port}", credentials, process, log_path)
+    try:
+        _wait_until_up(server, timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _wait_until_up(server: LocalServer, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise LabelStudioError(
+                f"label-studio exited with code {server.process.returncode}; "
+                f"see {server.log_path}"
+            )
+        try:
+            if httpx.get(f"{server.url}/health", timeout=2).json().get("status") == "UP":
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(1)
+    raise LabelStudioError(f"label-studio did not answer on {server.url} within {timeout:.0f} s")
