@@ -225,7 +225,10 @@ def import_command(
 )
 @click.option("--host", default=server.DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
-@click.option("--title", default=f"{DEFAULT_TITLE} (demo)", show_default=True)
+@click.option(
+    "--title", default=f"{DEFAULT_TITLE} (demo)", show_default=True,
+    help="Title of the demo project (reused when it exists).",
+)
 @click.option(
     "--serve/--no-serve", default=True, show_default=True,
     help="Keep the server running until Ctrl-C, or stop it once the project is ready.",

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,9 @@ def start(
     ``allow_local_ml_backends`` lifts Label Studio's SSRF guard so it may call a backend on
     127.0.0.1; only the tests and a local backend setup need it.
     """
-    executable = shutil.which("label-studio")
+    # The command installed beside this interpreter wins, so a venv works without activation.
+    beside = Path(sys.executable).parent / "label-studio"
+    executable = str(beside) if beside.exists() else shutil.which("label-studio")
     if executable is None:
         raise LabelStudioError(
             "the label-studio command is not installed; install it with "

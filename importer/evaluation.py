@@ -1,0 +1,94 @@
+"""A stored Sotopia evaluation (``rewards`` + ``reasoning``) as ``sotopia_ls.episode.Evaluation``.
+
+``rewards`` holds one entry per agent, either ``[overall, {dimension: score, …,
+"overall_score": …}]`` (EpisodeLog, dumps) or ``{dimension: score, …}`` (2024 release). A bare
+number per agent is Sotopia's mark of a failed evaluation: the episode simply has none.
+``reasoning`` is the evaluator's text::
+
+    Environment comments: …
+    Agent 1 comments:
+    believability: …
+    relationship: …
+    Agent 2 comments:
+    …
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from ..dimensions import DIMENSION_KEYS
+from ..episode import Evaluation, Judgement
+from .records import RecordError, readable
+
+Reward = tuple[float, dict[str, float]] | dict[str, float] | float
+
+_AGENT_COMMENTS = re.compile(
+    r"^[ \t]*Agent[ \t]*(?P<agent>\d+)[ \t]*comments[ \t]*:[ \t]*$", re.I | re.M
+)
+_DIMENSION = re.compile(
+    r"^[ \t]*(?P<key>"
+    + "|".join(re.escape(key).replace("_", "[ _]") for key in DIMENSION_KEYS)
+    + r")[ \t]*:[ \t]*",
+    re.I | re.M,
+)
+
+
+def stored_evaluation(
+    rewards: Sequence[Reward] | None, reasoning: str, evaluator: str
+) -> Evaluation | None:
+    """The evaluation of both agents, ``None`` when there is none or it failed."""
+    if not rewards or any(isinstance(reward, (int, float)) for reward in rewards):
+        return None
+    if len(rewards) != 2:
+        raise RecordError(f"expected one entry per agent (2), found {len(rewards)}", "rewards")
+    texts = parse_reasoning(reasoning)
+    agents = tuple(
+        _judgements(index, _scores(reward), texts.get(index, {}))
+        for index, reward in enumerate(rewards, start=1)
+    )
+    try:
+        return Evaluation(evaluator=evaluator, agents=agents)
+    except ValidationError as error:
+        problem = readable(error)
+        raise RecordError(problem.reason, "rewards") from error
+
+
+def _scores(reward: tuple[float, dict[str, float]] | dict[str, float]) -> dict[str, float]:
+    """The dimension scores of either shape."""
+    return reward[1] if isinstance(reward, tuple) else reward
+
+
+def _judgements(
+    agent: int, scores: dict[str, float], texts: dict[str, str]
+) -> dict[str, Judgement]:
+    judgements = {}
+    for key in DIMENSION_KEYS:
+        if key not in scores:
+            continue
+        score = scores[key]
+        if not float(score).is_integer():
+            raise RecordError(
+                f"agent {agent}: {key} score {score} is not a whole number", "rewards"
+            )
+        judgements[key] = Judgement(score=int(score), reasoning=texts.get(key, ""))
+    return judgements
+
+
+def parse_reasoning(text: str) -> dict[int, dict[str, str]]:
+    """``{agent: {dimension: text}}`` from the evaluator's comments; absent parts are absent."""
+    blocks = list(_AGENT_COMMENTS.finditer(text or ""))
+    parsed: dict[int, dict[str, str]] = {}
+    for block, after in zip(blocks, [*blocks[1:], None]):
+        body = text[block.end() : after.start() if after else len(text)]
+        entries = list(_DIMENSION.finditer(body))
+        parsed[int(block["agent"])] = {
+            entry["key"].lower().replace(" ", "_"): body[
+                entry.end() : following.start() if following else len(body)
+            ].strip()
+            for entry, following in zip(entries, [*entries[1:], None])
+        }
+    return parsed

@@ -1,0 +1,166 @@
+"""Load episodes from files, folders, records or DataFrames, collecting every problem.
+
+Nothing stops at the first bad record: each record becomes an episode or one ``Problem``.
+The format is detected from the first recognisable record of each file (or DataFrame) unless
+one is named. Episodes are deduplicated by id, the first one seen wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..episode import Episode
+from ..errors import InvalidInput, Problem, UnknownFormat
+from .formats import FORMATS, PARSERS, detect_format
+from .otree_csv import FORMAT as OTREE_CSV
+from .otree_csv import RowsByEpisode
+from .records import RecordError, record_id
+from .sources import Raw, files_in, label_records, read_file
+
+
+@dataclass
+class LoadResult:
+    """What a load produced.
+
+    ``counts`` maps ``"<format>:<source>"`` to the episodes parsed from it (duplicates
+    included), where the source is the file, or the folder for one-episode JSON files.
+    """
+
+    episodes: list[Episode] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    _seen: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+
+    def raise_on_problems(self) -> None:
+        """Raise ``InvalidInput`` with every problem, if there is any."""
+        if self.problems:
+            raise InvalidInput(self.problems)
+
+    def _add(self, episode: Episode, source: str) -> None:
+        self.counts[source] = self.counts.get(source, 0) + 1
+        if episode.id in self._seen:
+            self.duplicates += 1
+            return
+        self._seen.add(episode.id)
+        self.episodes.append(episode)
+
+
+def load_episodes(paths: Iterable[str | Path], format: str | None = None) -> LoadResult:
+    """Every episode in ``paths`` (files, or folders searched for .json, .jsonl and .csv).
+
+    ``format`` (one of ``FORMATS``) skips detection. Unreadable files and invalid records
+    end up in ``problems``; an unknown ``format`` raises ``UnknownFormat``.
+    """
+    _check_format(format)
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    result = LoadResult()
+    for path in map(Path, paths):
+        if not path.exists():
+            result.problems.append(
+                Problem(file=str(path), record="", reason="no such file or folder")
+            )
+            continue
+        for file in files_in(path):
+            _collect(read_file(file), format, str(file), str(file.parent), result)
+    return result
+
+
+def episodes_from_records(
+    records: Iterable[Mapping[str, Any]], format: str | None = None, source: str = "records"
+) -> LoadResult:
+    """Episodes from records already in Python (e.g. ``EpisodeLog.model_dump()`` dicts)."""
+    _check_format(format)
+    result = LoadResult()
+    _collect(label_records(records), format, source, source, result)
+    return result
+
+
+def episodes_from_dataframe(df: pd.DataFrame, format: str | None = None) -> LoadResult:
+    """Episodes from a DataFrame whose rows are records of one format, e.g.
+    ``pd.read_json(dump, lines=True)`` or ``pd.read_csv(human_eval_csv)``."""
+    _check_format(format)
+    result = LoadResult()
+    _collect(_dataframe_rows(df), format, "dataframe", "dataframe", result)
+    return result
+
+
+def _check_format(format: str | None) -> None:
+    if format is not None and format not in FORMATS:
+        raise UnknownFormat("format", f"unknown format {format!r}", list(FORMATS))
+
+
+def _dataframe_rows(df: pd.DataFrame) -> Iterator[Raw]:
+    for index, row in zip(df.index, df.to_dict("records")):
+        yield (
+            f"row {index}",
+            {str(key): _plain(value) for key, value in row.items() if not _missing(value)},
+        )
+
+
+def _missing(value: Any) -> bool:
+    return pd.api.types.is_scalar(value) and bool(pd.isna(value))
+
+
+def _plain(value: Any) -> Any:
+    """Cells as JSON would give them (pandas may hand over numpy arrays)."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _collect(
+    records: Iterable[Raw], format: str | None, file: str, folder: str, result: LoadResult
+) -> None:
+    """Parse one source's records into ``result``; the first recognised record fixes the format.
+
+    A record of unknown shape is reported once per set of keys, so a CSV of some other kind is
+    one problem, not one per row.
+    """
+    rows = RowsByEpisode(file)
+    unrecognised: set[frozenset[str]] = set()
+
+    def problem(label: str, record: object, error: RecordError) -> None:
+        result.problems.append(
+            Problem(file=file, record=_where(label, record), reason=error.reason, field=error.field)
+        )
+
+    for label, record in records:
+        if isinstance(record, RecordError):
+            problem(label, None, record)
+            continue
+        try:
+            format = format or detect_format(record)
+        except RecordError as error:
+            keys = frozenset(map(str, record))
+            if keys not in unrecognised:
+                unrecognised.add(keys)
+                problem(label, record, error)
+            continue
+        source = f"{format}:{file if label else folder}"
+        result.counts.setdefault(source, 0)
+        if format == OTREE_CSV:
+            for outcome in rows.add(record, label):
+                if isinstance(outcome, RecordError):
+                    problem(label, record, outcome)
+                else:
+                    result._add(outcome, source)
+            continue
+        try:
+            result._add(PARSERS[format](record, file, label), source)
+        except RecordError as error:
+            problem(label, record, error)
+    for label, pk, error in rows.unresolved():
+        problem(label, {"pk": pk}, error)
+
+
+def _where(label: str, record: object) -> str:
+    """``line 3, id 01H…`` — the position, and the episode id when the record has one."""
+    episode = record_id(record)
+    return ", ".join(
+        part for part in (label, f"id {episode}" if episode and label else episode) if part
+    )

@@ -1,0 +1,58 @@
+"""``otree``: the episode JSON read by Sotopia's oTree human-evaluation app.
+
+Keys ``pk, environment, tag, models, rewards_prompt`` (sometimes ``context2``, unused).
+Everything an annotator sees is in ``rewards_prompt``, the evaluator's prompt: the context
+text (``sotopia_ls.importer.context``) followed by the ``Turn #N`` history
+(``sotopia_ls.importer.transcript``). ``models`` is ``[evaluator, agent 1, agent 2]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..episode import Episode, Source
+from .context import Profile, is_unknown_goal, parse_context, split_context
+from .records import RecordError, build_episode, in_field, validate
+from .transcript import parse_history
+
+FORMAT = "otree"
+
+
+class OTreeRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    pk: str = Field(min_length=1)
+    environment: str = ""
+    tag: str | None = ""
+    models: list[str] | None = None
+    rewards_prompt: str
+
+
+def parse_otree(record: Mapping[str, Any], file: str = "", label: str = "") -> Episode:
+    episode = validate(OTreeRecord, record)
+    with in_field("rewards_prompt"):
+        context = parse_context(episode.rewards_prompt)
+        agents = []
+        for name in context.participants:
+            goal = context.goals.get(name, "")
+            if is_unknown_goal(goal):
+                raise RecordError(f"no goal stated for {name}")
+            agents.append(context.profiles.get(name, Profile()).agent(name, goal))
+        turns = parse_history(split_context(episode.rewards_prompt)[1], context.participants)
+    return build_episode(
+        id=episode.pk,
+        scenario=context.scenario,
+        agents=agents,
+        turns=turns,
+        source=Source(
+            format=FORMAT,
+            file=file,
+            record=label,
+            tag=episode.tag or "",
+            models=tuple(episode.models or ()),
+            environment=episode.environment,
+        ),
+    )

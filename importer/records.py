@@ -1,0 +1,94 @@
+"""What every format parser shares: refusing a record with a reason, and building the episode.
+
+A parser raises ``RecordError`` for anything that stops one record from becoming an
+``Episode``; the loader turns it into one ``sotopia_ls.errors.Problem`` and moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ..episode import Agent, Episode, Evaluation, Source, Turn
+
+ID_FIELDS = ("pk", "episode_id")
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class RecordError(ValueError):
+    """One record cannot become an episode; ``field`` names the offending input field."""
+
+    def __init__(self, reason: str, field: str = "") -> None:
+        self.reason = reason
+        self.field = field
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
+def readable(error: ValidationError) -> RecordError:
+    """A pydantic error as ``field: message`` text, every failing field in one reason."""
+    details = error.errors(include_url=False)
+    fields = [".".join(str(part) for part in detail["loc"]) for detail in details]
+    messages = [detail["msg"].removeprefix("Value error, ") for detail in details]
+    if len(details) == 1:
+        return RecordError(messages[0], fields[0])
+    reason = "; ".join(
+        f"{field}: {message}" if field else message for field, message in zip(fields, messages)
+    )
+    return RecordError(reason, ", ".join(dict.fromkeys(field for field in fields if field)))
+
+
+@contextmanager
+def in_field(name: str) -> Iterator[None]:
+    """Blame ``name`` for any ``RecordError`` raised inside that does not name a field."""
+    try:
+        yield
+    except RecordError as error:
+        if error.field:
+            raise
+        raise RecordError(error.reason, name) from error
+
+
+def validate(model: type[Model], record: Mapping[str, Any]) -> Model:
+    try:
+        return model.model_validate(record)
+    except ValidationError as error:
+        raise readable(error) from error
+
+
+def record_id(record: object) -> str:
+    """The episode id of a raw record when it has a usable one, else ``""``."""
+    if isinstance(record, Mapping):
+        for key in ID_FIELDS:
+            value = record.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return ""
+
+
+def build_episode(
+    *,
+    id: str,
+    scenario: str,
+    agents: list[Agent],
+    turns: list[Turn],
+    source: Source,
+    evaluation: Evaluation | None = None,
+) -> Episode:
+    """The validated episode, or a ``RecordError`` saying why the record is not one."""
+    if not turns:
+        raise RecordError("empty dialogue: no agent said or did anything")
+    try:
+        return Episode(
+            id=id,
+            scenario=scenario,
+            agents=tuple(agents),
+            turns=tuple(turns),
+            source=source,
+            evaluation=evaluation,
+        )
+    except ValidationError as error:
+        raise readable(error) from error

@@ -1,0 +1,132 @@
+"""Files and folders → raw records, one at a time, each with a label saying where it is.
+
+Labels: ``line N`` (JSON lines, counted from 1 like an editor), ``item N`` (a JSON list,
+counted from 0 like Python), ``row N`` (CSV, counted like a spreadsheet: the header is row 1),
+``""`` for a file holding a single JSON object. A record that cannot be read comes as a
+``RecordError`` in place of the record, so reading never stops at the first bad line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .records import RecordError
+
+Raw = tuple[str, Mapping[str, Any] | RecordError]
+
+CSV_CHUNK_ROWS = 200
+
+
+def files_in(path: Path) -> list[Path]:
+    """``path`` itself, or every readable file under a folder (hidden ones skipped), sorted."""
+    if path.is_file():
+        return [path]
+    return sorted(
+        found
+        for found in path.rglob("*")
+        if found.is_file()
+        and found.suffix.lower() in READERS
+        and not any(part.startswith(".") for part in found.relative_to(path).parts)
+    )
+
+
+def read_json(path: Path) -> Iterator[Raw]:
+    """One object, a list of objects, or — despite the name — JSON lines."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
+        yield "", RecordError(f"cannot read the file: {error}")
+        return
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        if error.msg == "Extra data":
+            yield from read_jsonl(path)
+        else:
+            yield "", _invalid_json(error)
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            yield f"item {index}", _as_record(item)
+    else:
+        yield "", _as_record(value)
+
+
+def read_jsonl(path: Path) -> Iterator[Raw]:
+    """Streamed line by line; blank lines are skipped."""
+    number = 0
+    try:
+        with path.open(encoding="utf-8-sig") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield f"line {number}", _as_record(json.loads(line))
+                except json.JSONDecodeError as error:
+                    yield f"line {number}", _invalid_json(error, line=number)
+    except (OSError, UnicodeDecodeError) as error:
+        yield f"line {number + 1}", RecordError(f"cannot read the file from here on: {error}")
+
+
+def read_csv(path: Path) -> Iterator[Raw]:
+    """Streamed in chunks of ``CSV_CHUNK_ROWS`` rows; every cell is read as text."""
+    row = 1
+    try:
+        chunks = pd.read_csv(
+            path, dtype=str, keep_default_na=False, encoding="utf-8-sig", chunksize=CSV_CHUNK_ROWS
+        )
+        for chunk in chunks:
+            for record in chunk.to_dict("records"):
+                row += 1
+                yield f"row {row}", record
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as error:
+        yield f"row {row + 1}", RecordError(f"cannot read the CSV from here on: {error}")
+
+
+READERS: dict[str, Callable[[Path], Iterator[Raw]]] = {
+    ".json": read_json,
+    ".jsonl": read_jsonl,
+    ".ndjson": read_jsonl,
+    ".csv": read_csv,
+}
+
+
+def read_file(path: Path) -> Iterator[Raw]:
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
+        accepted = ", ".join(READERS)
+        yield (
+            "",
+            RecordError(f"unsupported file type {path.suffix or '(none)'!r}; readable: {accepted}"),
+        )
+        return
+    yield from reader(path)
+
+
+def label_records(records: Iterable[Mapping[str, Any]]) -> Iterator[Raw]:
+    """Records handed over in Python, labelled by position like a JSON list."""
+    for index, record in enumerate(records):
+        yield f"item {index}", _as_record(record)
+
+
+def _as_record(value: Any) -> Mapping[str, Any] | RecordError:
+    if isinstance(value, Mapping):
+        return value
+    return RecordError(f"expected a JSON object, got {_json_type(value)}")
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _invalid_json(error: json.JSONDecodeError, line: int | None = None) -> RecordError:
+    where = f"line {line if line is not None else error.lineno}, column {error.colno}"
+    ended = error.pos >= len(error.doc.rstrip()) or error.msg.startswith("Unterminated string")
+    hint = " (the text ends too early: truncated?)" if ended else ""
+    return RecordError(f"invalid JSON at {where}: {error.msg}{hint}")
