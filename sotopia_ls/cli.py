@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,26 +13,12 @@ from .client import connect, create_project, find_project
 from .config import instructions_html, labeling_config
 from .errors import InvalidInput, LabelStudioError, ProjectNotFound, SotopiaLSError
 from .importer import FORMATS, LoadResult, load_episodes
+from .ml_backend.commands import connect_command, ml_backend_command
 from .importer.push import DEFAULT_BATCH_SIZE, PushReport, push_episodes, task_payload
+from .options import server_options
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TITLE = "Sotopia human evaluation"
-
-
-def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--url`` and ``--api-key``, read from the environment when not given."""
-    command = click.option(
-        "--api-key",
-        envvar="LABEL_STUDIO_API_KEY",
-        show_envvar=True,
-        help="Label Studio API key (legacy token or personal access token). Never printed.",
-    )(command)
-    return click.option(
-        "--url",
-        envvar="LABEL_STUDIO_URL",
-        show_envvar=True,
-        help="Label Studio address, e.g. http://127.0.0.1:8080.",
-    )(command)
 
 
 def _fail_on(error: SotopiaLSError) -> click.ClickException:
@@ -250,8 +235,8 @@ def up_command(
     credentials = server.Credentials.load_or_create(data_dir / "credentials.json")
     try:
         result = load_episodes(paths)
-        if result.problems:
-            raise InvalidInput(result.problems)
+        _echo_load(result)
+        result.raise_on_problems()
         click.echo(f"starting Label Studio on http://{host}:{port} (first start takes a minute)…")
         running = server.start(data_dir, credentials, host=host, port=port)
     except SotopiaLSError as error:
@@ -276,3 +261,7 @@ def up_command(
                 running.process.wait()
             except KeyboardInterrupt:
                 click.echo("stopping…")
+
+
+main.add_command(ml_backend_command)
+main.add_command(connect_command)

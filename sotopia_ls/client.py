@@ -29,13 +29,22 @@ def sdk_errors(action: str, *, project: int | None = None) -> Iterator[None]:
     try:
         yield
     except ApiError as exc:
-        detail = exc.body if isinstance(exc.body, str) else (exc.body or {}).get("detail", exc.body)
-        hint = " (check the API key)" if exc.status_code == 401 else ""
         raise LabelStudioError(
-            f"{action} failed: HTTP {exc.status_code}: {detail}{hint}", project=project
+            f"{action} failed: HTTP {exc.status_code}: {_detail(exc.body)}"
+            + (" (check the API key)" if exc.status_code == 401 else ""),
+            project=project,
         ) from exc
     except httpx.HTTPError as exc:
         raise LabelStudioError(f"{action} failed: {exc}", project=project) from exc
+
+
+def _detail(body: object) -> str:
+    """Label Studio's reason, including the per-field ``validation_errors`` it sends."""
+    if not isinstance(body, dict):
+        return str(body)
+    detail = str(body.get("detail", body))
+    errors = body.get("validation_errors")
+    return f"{detail}: {errors}" if errors else detail
 
 
 def connect(url: str | None, api_key: str | None) -> LabelStudio:

@@ -67,6 +67,9 @@ class Evaluation(BaseModel):
             missing = [key for key in DIMENSION_KEYS if key not in judgements]
             if missing:
                 raise ValueError(f"agent {index}: missing dimensions {', '.join(missing)}")
+            unknown = sorted(set(judgements) - set(DIMENSION_KEYS))
+            if unknown:
+                raise ValueError(f"agent {index}: unknown dimensions {', '.join(unknown)}")
             for key, judgement in judgements.items():
                 dimension = RUBRIC[key]
                 if not dimension.contains(judgement.score):

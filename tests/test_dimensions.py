@@ -50,3 +50,11 @@ def test_a_rubric_with_an_example_outside_its_range_is_refused():
     data["dimensions"][3]["examples"][0]["rating"] = 5
     with pytest.raises(pydantic.ValidationError, match="secret"):
         type(RUBRIC).model_validate(data)
+
+
+def test_a_stored_evaluation_with_an_unknown_dimension_is_a_validation_error():
+    from sotopia_ls.episode import Evaluation
+
+    full = {key: {"score": 0} for key in DIMENSION_KEYS}
+    with pytest.raises(pydantic.ValidationError, match="unknown dimensions charm"):
+        Evaluation(agents=({**full, "charm": {"score": 1}}, full))

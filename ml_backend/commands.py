@@ -1,0 +1,258 @@
+"""``sotopia-ls ml-backend`` serves the backend; ``sotopia-ls connect`` registers it with a project.
+
+The backend runs in an environment of its own (``.venv-ml`` of the repository by default),
+because label-studio-ml 1.0.9 pins Flask and Werkzeug versions that must not sit beside the
+Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of
+``pyproject.toml``. ``connect`` runs here, beside label-studio-sdk.
+
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+import tomllib
+
+from ..client import connect, find_project, sdk_errors
+from ..errors import LabelStudioError, SotopiaLSError
+from ..options import server_options
+from . import PROVIDERS
+
+REPO = Path(__file__).resolve().parents[1]
+ML_ENV = REPO / ".venv-ml"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9090
+DEFAULT_TITLE = "sotopia-ls"
+AUTH_ENV = ("ML_SERVER_BASIC_AUTH_USER", "ML_SERVER_BASIC_AUTH_PASS")
+CONNECTED = "CO"
+
+
+def ml_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
+    """The ``ml`` extra of the package: the backend's pinned requirements."""
+    if not pyproject.is_file():
+        raise SotopiaLSError(
+            f"{pyproject} not found: outside a source checkout, install "
+            "'sotopia-label-studio[ml]' into an environment of its own and pass --python"
+        )
+    return tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["ml"]
+
+
+def _serves(python: Path) -> bool:
+    probe = "import label_studio_ml.api, waitress, sotopia_ls.results"
+    return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
+
+
+def ensure_ml_environment(venv: Path = ML_ENV, *, update: bool = False) -> Path:
+    """The Python of ``venv``, created (or, with ``update``, refreshed) to serve the backend.
+
+    The package goes in without its dependencies: the backend needs only the ``ml`` extra
+    and the pydantic core of ``sotopia_ls``, not label-studio-sdk.
+    """
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    if update or not _serves(python):
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, *ml_requirements()], check=True)
+        subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True)
+    return python
+
+
+def backend_python(python: Path | None = None) -> Path:
+    """The interpreter that serves: ``python``, this one if it can, else ``.venv-ml``'s."""
+    if python is not None:
+        return python
+    if importlib.util.find_spec("label_studio_ml") is not None:
+        return Path(sys.executable)
+    candidate = ML_ENV / "bin" / "python"
+    if candidate.exists():
+        return candidate
+    raise SotopiaLSError(
+        "no environment with label-studio-ml: run `sotopia-ls ml-backend --setup` "
+        f"(creates {ML_ENV}) or pass --python"
+    )
+
+
+def backend_env(host: str, port: int, provider: str, threads: int) -> dict[str, str]:
+    """The environment of the backend process: ours, plus the serving settings."""
+    return {
+        **os.environ,
+        "SOTOPIA_LS_ML_HOST": host,
+        "SOTOPIA_LS_ML_PORT": str(port),
+        "SOTOPIA_LS_ML_THREADS": str(threads),
+        "SOTOPIA_LS_PROVIDER": provider,
+    }
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@click.command("ml-backend")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port to listen on.")
+@click.option(
+    "--provider", type=click.Choice(PROVIDERS), default="stored", show_default=True,
+    envvar="SOTOPIA_LS_PROVIDER", show_envvar=True,
+    help="stored: the evaluation kept in each task; llm: ask a chat-completions endpoint.",
+)
+@click.option("--threads", type=int, default=4, show_default=True, help="Server threads.")
+@click.option(
+    "--python", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="SOTOPIA_LS_ML_PYTHON", show_envvar=True,
+    help="Python of an environment with the ml extra. Default: this one if it has it, else .venv-ml.",
+)
+@click.option("--setup", is_flag=True, help="Create or update .venv-ml (the ml extra) first.")
+def ml_backend_command(
+    host: str, port: int, provider: str, threads: int, python: Path | None, setup: bool
+) -> None:
+    """Serve the pre-annotation backend for Label Studio (waitress; no debug mode).
+
+    The llm provider reads SOTOPIA_LS_LLM_BASE_URL (default https://api.openai.com/v1),
+    SOTOPIA_LS_LLM_MODEL, SOTOPIA_LS_LLM_API_KEY, SOTOPIA_LS_LLM_TIMEOUT (seconds, 60) and
+    SOTOPIA_LS_LLM_WORKERS (parallel requests, 4) from the environment. Setting
+    ML_SERVER_BASIC_AUTH_USER and ML_SERVER_BASIC_AUTH_PASS turns on HTTP basic auth.
+
+    Example:
+
+        sotopia-ls ml-backend --setup --port 9090
+
+        SOTOPIA_LS_LLM_MODEL=gpt-4o-mini sotopia-ls ml-backend --provider llm
+    """
+    try:
+        interpreter = ensure_ml_environment(update=True) if setup and python is None else backend_python(python)
+    except (SotopiaLSError, subprocess.CalledProcessError) as error:
+        raise click.ClickException(str(error)) from error
+    if not _is_loopback(host) and not all(os.getenv(name) for name in AUTH_ENV):
+        click.echo(
+            f"warning: serving on {host} without basic auth; anyone who reaches this port "
+            f"can read predictions (set {' and '.join(AUTH_ENV)})",
+            err=True,
+        )
+    click.echo(f"sotopia-ls backend ({provider}) on http://{host}:{port}", err=True)
+    sys.stdout.flush()
+    os.execve(
+        interpreter,
+        [str(interpreter), "-m", "sotopia_ls.ml_backend._wsgi"],
+        backend_env(host, port, provider, threads),
+    )
+
+
+def register_backend(
+    client: Any, project_id: int, backend_url: str, *, title: str = DEFAULT_TITLE,
+    auth: tuple[str, str] | None = None,
+) -> Any:
+    """Add the backend to the project, or update the one already at ``backend_url``.
+
+    Label Studio checks /health and /setup on the spot; a backend it cannot use raises
+    ``LabelStudioError`` with Label Studio's reason.
+    """
+    settings: dict[str, Any] = {"url": backend_url, "title": title, "is_interactive": False}
+    settings |= (
+        {"auth_method": "BASIC_AUTH", "basic_auth_user": auth[0], "basic_auth_pass": auth[1]}
+        if auth else {"auth_method": "NONE"}
+    )
+    with sdk_errors("registering the ML backend", project=project_id):
+        same_url = [
+            backend for backend in client.ml.list(project=project_id)
+            if (backend.url or "").rstrip("/") == backend_url.rstrip("/")
+        ]
+        if same_url:
+            # Label Studio re-checks /setup on update and needs the project for it.
+            backend = client.ml.update(id=same_url[0].id, project=project_id, **settings)
+        else:
+            backend = client.ml.create(project=project_id, **settings)
+        backend = client.ml.get(id=backend.id)
+    if backend.state != CONNECTED:
+        reason = backend.error_message or "it did not answer /health"
+        raise LabelStudioError(f"Label Studio cannot use the backend at {backend_url}: {reason}", project=project_id)
+    return backend
+
+
+def request_predictions(client: Any, project_id: int) -> None:
+    """Have Label Studio ask its backend for predictions for every task of the project."""
+    with sdk_errors("requesting predictions", project=project_id):
+        client.actions.create(
+            id="retrieve_tasks_predictions", project=project_id, selected_items={"all": True, "excluded": []}
+        )
+
+
+def set_prefill(client: Any, project_id: int, prefill: bool, version: str | None = None) -> str | None:
+    """Show annotators predictions pre-filled from ``version``, or show none.
+
+    With ``prefill`` and no ``version``, the project's predictions must all carry one model
+    version, which is then used. Returns the version shown, or None.
+    """
+    with sdk_errors("changing the prediction settings", project=project_id):
+        if not prefill:
+            client.projects.update(id=project_id, show_collab_predictions=False)
+            return None
+        if version is None:
+            versions = Counter(p.model_version for p in client.predictions.list(project=project_id))
+            if len(versions) != 1:
+                found = ", ".join(f"{v} ({n})" for v, n in versions.most_common()) or "none"
+                raise LabelStudioError(
+                    f"pick the predictions to pre-fill with --prefill-version; model versions: {found}",
+                    project=project_id,
+                )
+            (version,) = versions
+        client.projects.update(id=project_id, show_collab_predictions=True, model_version=version)
+    return version
+
+
+@click.command("connect")
+@server_options
+@click.option("--project", required=True, help="Id or exact title of the project.")
+@click.option(
+    "--backend-url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}", show_default=True,
+    help="The backend's address as Label Studio reaches it.",
+)
+@click.option("--title", default=DEFAULT_TITLE, show_default=True, help="The backend's name in Label Studio.")
+@click.option("--retrieve", is_flag=True, help="Request predictions for every task now.")
+@click.option(
+    "--prefill/--no-prefill", default=False, show_default=True,
+    help="Show annotators the predictions pre-filled (they anchor judgements: off by default).",
+)
+@click.option("--prefill-version", help="Model version to pre-fill; default: the only one there is.")
+def connect_command(
+    project: str, backend_url: str, title: str, retrieve: bool, prefill: bool,
+    prefill_version: str | None, url: str | None, api_key: str | None,
+) -> None:
+    """Register the backend with a project; optionally fetch predictions and pre-fill them.
+
+    Credentials for the backend's basic auth are read from ML_SERVER_BASIC_AUTH_USER and
+    ML_SERVER_BASIC_AUTH_PASS. A backend on 127.0.0.1 needs Label Studio started with
+    ML_BLOCK_LOCAL_IP=false.
+
+    Example:
+
+        sotopia-ls connect --project "Sotopia human evaluation" --retrieve --prefill
+    """
+    user, password = (os.getenv(name, "") for name in AUTH_ENV)
+    try:
+        client = connect(url, api_key)
+        target = find_project(client, project)
+        backend = register_backend(
+            client, target.id, backend_url, title=title, auth=(user, password) if user and password else None
+        )
+        click.echo(f"backend {backend.id} ({backend_url}) connected to project {target.id}")
+        if retrieve:
+            request_predictions(client, target.id)
+            click.echo("predictions requested for every task")
+        shown = set_prefill(client, target.id, prefill, prefill_version)
+    except SotopiaLSError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(
+        f"annotators see predictions of {shown} pre-filled" if shown else "predictions are hidden from annotators"
+    )

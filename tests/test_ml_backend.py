@@ -1,0 +1,474 @@
+"""The pre-annotation backend, run as a real process from its own environment (.venv-ml).
+
+- A researcher connects the backend to a project and asks Label Studio for predictions: the
+  episode with a stored Sotopia evaluation gets it as a 28-result prediction, the oTree
+  episode (no evaluation) gets none, and asking again adds nothing.
+- With the llm provider, the backend asks a chat-completions endpoint (a stub listening on
+  127.0.0.1 in this test process): usable answers become predictions, unusable ones are
+  asked once more and then skipped with the reason in the backend's log.
+- Label Studio's /health and /setup calls get what it expects; bad requests get 4xx.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from sotopia_ls import server
+from sotopia_ls.cli import main
+from sotopia_ls.client import create_project
+from sotopia_ls.config import labeling_config
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
+from sotopia_ls.episode import Episode
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.importer.push import push_episodes
+from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment, request_predictions
+from sotopia_ls.tasks import episode_to_task
+
+FIXTURE_EPISODE = "episodelog/fixture_episode.json"
+OTREE_EPISODE = "otree_episodes/GPT3.5-GPT3.5"
+AUTH = ("backend-user", "backend-password-1")
+
+
+@dataclass
+class Backend:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def ml_python() -> Path:
+    """The backend's environment, made from the ml extra on first use (about a minute)."""
+    return ensure_ml_environment()
+
+
+def start_backend(command: list[str], port: int, env: dict[str, str], log_path: Path) -> Backend:
+    """Run ``command``, a backend listening on ``port``, until /health answers."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, env={**os.environ, "LOG_LEVEL": "INFO", **env},
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    backend = Backend(f"http://127.0.0.1:{port}", process, log_path)
+    auth = AUTH if "ML_SERVER_BASIC_AUTH_USER" in env else None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, backend.log()
+        try:
+            if httpx.get(f"{backend.url}/health", auth=auth, timeout=2).status_code == 200:
+                return backend
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    backend.stop()
+    pytest.fail(f"the backend did not come up:\n{backend.log()}")
+
+
+def serve(ml_python: Path, log_path: Path, provider: str, **env: str) -> Backend:
+    """The backend's WSGI server, started the way `sotopia-ls ml-backend` starts it."""
+    port = server.free_port()
+    settings = backend_env("127.0.0.1", port, provider, threads=4)
+    return start_backend([str(ml_python), "-m", "sotopia_ls.ml_backend._wsgi"], port, {**settings, **env}, log_path)
+
+
+@pytest.fixture(scope="module")
+def stored_backend(ml_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """`sotopia-ls ml-backend` itself, on a free loopback port."""
+    port = server.free_port()
+    command = "from sotopia_ls.ml_backend.commands import ml_backend_command; ml_backend_command()"
+    backend = start_backend(
+        [sys.executable, "-c", command, "--port", str(port), "--python", str(ml_python)],
+        port, {}, tmp_path_factory.mktemp("ml") / "stored.log",
+    )
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture(scope="module")
+def episodes(shared_data: Path) -> list[Episode]:
+    """The EpisodeLog fixture (with an evaluation) and one oTree episode (without)."""
+    otree = sorted((shared_data / OTREE_EPISODE).glob("*.json"))[0]
+    loaded = load_episodes([shared_data / FIXTURE_EPISODE, otree])
+    loaded.raise_on_problems()
+    evaluated, plain = sorted(loaded.episodes, key=lambda e: e.evaluation is None)
+    assert evaluated.evaluation is not None and plain.evaluation is None
+    return [evaluated, plain]
+
+
+def stored_choices(episode: Episode) -> dict[str, str]:
+    assert episode.evaluation is not None
+    return {
+        rating_name(key, agent): str(judgements[key].score)
+        for agent, judgements in zip(AGENTS, episode.evaluation.agents, strict=True)
+        for key in DIMENSION_KEYS
+    }
+
+
+def predicted_choices(result: list[dict[str, Any]]) -> dict[str, str]:
+    return {r["from_name"]: r["value"]["choices"][0] for r in result if r["type"] == "choices"}
+
+
+# --- Acceptance 1: end to end through Label Studio ------------------------------------------
+
+
+@pytest.mark.server
+def test_label_studio_gets_the_stored_evaluation_as_a_prediction(
+    label_studio, ls_client, stored_backend, episodes, project_title
+):
+    evaluated, plain = episodes
+    project = create_project(ls_client, project_title)
+    push_episodes(ls_client, project.id, episodes)
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+
+    connected = CliRunner().invoke(
+        main,
+        ["connect", "--project", str(project.id), "--backend-url", stored_backend.url, "--retrieve"],
+        env=env, catch_exceptions=False,
+    )
+    assert connected.exit_code == 0, connected.output
+    assert "predictions are hidden from annotators" in connected.output
+    assert label_studio.credentials.api_key not in connected.output
+
+    def predictions_by_episode() -> dict[str, list[Any]]:
+        tasks = {t.id: t.data["episode_id"] for t in ls_client.tasks.list(project=project.id, include="id,data")}
+        found: dict[str, list[Any]] = {episode_id: [] for episode_id in tasks.values()}
+        for p in ls_client.predictions.list(project=project.id):
+            found[tasks[p.task]].append(p)
+        return found
+
+    found = predictions_by_episode()
+    assert found[plain.id] == []
+    (stored,) = found[evaluated.id]
+    assert len(stored.result) == 28
+    assert predicted_choices(stored.result) == stored_choices(evaluated)
+    assert {r["from_name"] for r in stored.result} == {
+        name(key, agent) for agent in AGENTS for key in DIMENSION_KEYS for name in (rating_name, reasoning_name)
+    }
+    assert stored.model_version == evaluated.evaluation.evaluator == "gpt-4"
+
+    # Asking again adds nothing.
+    request_predictions(ls_client, project.id)
+    assert {episode: len(p) for episode, p in predictions_by_episode().items()} == {evaluated.id: 1, plain.id: 0}
+
+    prefilled = CliRunner().invoke(
+        main, ["connect", "--project", project_title, "--backend-url", stored_backend.url, "--prefill"],
+        env=env, catch_exceptions=False,
+    )
+    assert prefilled.exit_code == 0, prefilled.output
+    assert "annotators see predictions of gpt-4 pre-filled" in prefilled.output
+    settings = ls_client.projects.get(id=project.id)
+    assert settings.show_collab_predictions and settings.model_version == "gpt-4"
+    assert len(ls_client.ml.list(project=project.id)) == 1  # reconnecting updates, never duplicates
+
+    # What the exporter compares with: the prediction shown is kept with each annotation.
+    ls_client.annotations.create(id=stored.task, result=stored.result, lead_time=12.5)
+    exported = json.loads(b"".join(
+        ls_client.projects.exports.download_sync(project.id, export_type="JSON", download_all_tasks=True)
+    ))
+    (annotation,) = next(task for task in exported if task["id"] == stored.task)["annotations"]
+    assert annotation["prediction"]["id"] == stored.id
+    assert annotation["prediction"]["model_version"] == "gpt-4"
+
+
+@pytest.mark.server
+def test_connecting_a_backend_that_is_not_running_says_why(label_studio, ls_client, project_title):
+    project = create_project(ls_client, project_title)
+    nobody = f"http://127.0.0.1:{server.free_port()}"
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+    result = CliRunner().invoke(main, ["connect", "--project", str(project.id), "--backend-url", nobody], env=env)
+    assert result.exit_code == 1
+    assert "registering the ML backend failed: HTTP 400" in result.output
+    assert ls_client.ml.list(project=project.id) == []
+
+
+@pytest.mark.server
+def test_label_studio_reaches_a_backend_behind_basic_auth(
+    label_studio, ls_client, ml_python, episodes, project_title, tmp_path
+):
+    user, password = AUTH
+    credentials = {"ML_SERVER_BASIC_AUTH_USER": user, "ML_SERVER_BASIC_AUTH_PASS": password}
+    backend = serve(ml_python, tmp_path / "auth.log", "stored", **credentials)
+    project = create_project(ls_client, project_title)
+    push_episodes(ls_client, project.id, episodes[:1])
+    env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+    try:
+        arguments = ["connect", "--project", str(project.id), "--backend-url", backend.url]
+        refused = CliRunner().invoke(main, arguments, env=env)
+        assert refused.exit_code == 1
+        connected = CliRunner().invoke(main, [*arguments, "--retrieve"], env={**env, **credentials})
+    finally:
+        backend.stop()
+    assert connected.exit_code == 0, connected.output
+    assert password not in connected.output
+    (prediction,) = ls_client.predictions.list(project=project.id)
+    assert predicted_choices(prediction.result) == stored_choices(episodes[0])
+
+
+# --- Acceptance 3: what Label Studio calls, and bad requests -------------------------------
+
+
+def test_health_and_setup_answer_as_label_studio_expects(stored_backend):
+    health = httpx.get(f"{stored_backend.url}/health")
+    assert health.status_code == 200 and health.json()["status"] == "UP"
+    setup = httpx.post(
+        f"{stored_backend.url}/setup",
+        json={"project": "1.1700000000", "schema": labeling_config(), "hostname": "http://127.0.0.1:8080",
+              "access_token": "owner-token-123", "extra_params": None},
+    )
+    assert setup.status_code == 200 and isinstance(setup.json()["model_version"], str)
+    assert "owner-token-123" not in stored_backend.log()
+
+
+def test_predict_answers_in_task_order_and_skips_what_is_already_there(stored_backend, episodes):
+    evaluated, plain = episodes
+    tasks = [{"id": 1, "data": episode_to_task(plain)}, {"id": 2, "data": episode_to_task(evaluated)}]
+    body = {"tasks": tasks, "project": "1.1700000000", "label_config": labeling_config(), "params": {}}
+    answer = httpx.post(f"{stored_backend.url}/predict", json=body, timeout=30)
+    assert answer.status_code == 200
+    nothing, (prediction,) = answer.json()["results"]
+    assert nothing == []
+    assert predicted_choices(prediction["result"]) == stored_choices(evaluated)
+    assert prediction["model_version"] == "gpt-4" and isinstance(prediction["score"], float)
+
+    tasks[1]["predictions"] = [{"model_version": "gpt-4", "result": prediction["result"]}]
+    again = httpx.post(f"{stored_backend.url}/predict", json=body, timeout=30)
+    assert again.json()["results"] == [[], []]
+
+
+FOREIGN_CONFIG = (
+    '<View><Text name="text" value="$text"/>'
+    '<Choices name="label" toName="text"><Choice value="a"/></Choices></View>'
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "reason"),
+    [
+        ("POST", "/setup", b"{not json", "JSON object"),
+        ("POST", "/setup", [], "JSON object"),
+        ("POST", "/setup", {"project": "1.1"}, "schema: Field required"),
+        ("POST", "/setup", {"schema": FOREIGN_CONFIG}, "no control named believability_1"),
+        ("POST", "/setup", {"schema": "<View"}, "not valid XML"),
+        ("POST", "/predict", {"label_config": "LABEL_CONFIG"}, "tasks: Field required"),
+        ("POST", "/predict", {"tasks": [{"data": "x"}], "label_config": "LABEL_CONFIG"}, "tasks 0 data"),
+        ("POST", "/predict", {"tasks": [], "label_config": FOREIGN_CONFIG}, "does not match the Sotopia rubric"),
+        ("POST", "/webhook", b"", "JSON object"),
+        ("GET", "/predict", None, ""),
+        ("GET", "/no-such-route", None, ""),
+    ],
+)
+def test_bad_requests_get_4xx_and_the_backend_stays_up(stored_backend, method, path, body, reason):
+    if isinstance(body, dict) and body.get("label_config") == "LABEL_CONFIG":
+        body = {**body, "label_config": labeling_config()}
+    content = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    answer = httpx.request(
+        method, f"{stored_backend.url}{path}", content=content, headers={"Content-Type": "application/json"}
+    )
+    assert 400 <= answer.status_code < 500
+    assert reason in answer.text
+    assert "Traceback" not in answer.text
+    assert httpx.get(f"{stored_backend.url}/health").status_code == 200
+
+
+def test_basic_auth_guards_every_route_but_the_inert_webhook(ml_python, tmp_path):
+    user, password = AUTH
+    backend = serve(
+        ml_python, tmp_path / "auth.log", "stored",
+        ML_SERVER_BASIC_AUTH_USER=user, ML_SERVER_BASIC_AUTH_PASS=password,
+    )
+    try:
+        assert httpx.get(f"{backend.url}/health").status_code == 401
+        assert httpx.get(f"{backend.url}/health", auth=(user, "wrong")).status_code == 401
+        assert httpx.get(f"{backend.url}/health", auth=AUTH).status_code == 200
+        setup = {"schema": labeling_config()}
+        assert httpx.post(f"{backend.url}/setup", json=setup).status_code == 401
+        assert httpx.post(f"{backend.url}/setup", json=setup, auth=AUTH).status_code == 200
+        webhook = httpx.post(f"{backend.url}/webhook", json={"action": "ANNOTATION_CREATED"})
+        assert webhook.status_code == 200 and webhook.json() == {"status": "ignored"}
+    finally:
+        backend.stop()
+    assert password not in backend.log()
+
+
+# --- Acceptance 2: the llm provider against a local chat-completions endpoint --------------
+
+API_KEY = "sk-test-not-a-real-key"
+MODEL = "judge-model-1"
+
+
+def ideal_answer() -> dict[str, Any]:
+    """Agent 1 gets the top of every range, agent 2 the bottom (negatives included)."""
+    return {
+        f"agent_{agent}": {
+            d.key: {"reasoning": f"{d.label} for agent {agent}.", "score": d.range_high if agent == 1 else d.range_low}
+            for d in DIMENSIONS
+        }
+        for agent in AGENTS
+    }
+
+
+def expected_choices() -> dict[str, str]:
+    answer = ideal_answer()
+    return {
+        rating_name(key, agent): str(answer[f"agent_{agent}"][key]["score"])
+        for agent in AGENTS for key in DIMENSION_KEYS
+    }
+
+
+def sloppy_answer() -> str:
+    """Fenced, wrapped in prose, trailing commas, scores as strings."""
+    answer = ideal_answer()
+    for ratings in answer.values():
+        for rating in ratings.values():
+            rating["score"] = str(rating["score"])
+    body = json.dumps(answer, indent=1).replace('"\n', '",\n').replace("}\n", "},\n")
+    return f"Sure! Here is my evaluation:\n```json\n{body}\n```\nLet me know if you need more."
+
+
+def out_of_range_answer() -> str:
+    answer = ideal_answer()
+    answer["agent_1"]["believability"]["score"] = 12
+    return json.dumps(answer)
+
+
+# Each case is an episode whose scenario names it; the stub answers attempt n with replies[n].
+REPLIES: dict[str, list[str]] = {
+    "valid": [json.dumps(ideal_answer())],
+    "sloppy": [sloppy_answer()],
+    "fixed-on-retry": ["I would rather not say.", json.dumps(ideal_answer())],
+    "out-of-range": [out_of_range_answer(), out_of_range_answer()],
+    "garbage": ["<html>502 Bad Gateway</html>", "{'agent_1': nonsense}"],
+    "slow": ["SLEEP", "SLEEP"],
+}
+EXPECTED_REASON = {
+    "out-of-range": "agent_1: believability score 12: Input should be less than or equal to 10",
+    "garbage": "attempt 2: the answer is not valid JSON",
+    "slow": "attempt 2: no answer within 1 s",
+}
+
+
+class ChatStub(ThreadingHTTPServer):
+    """A chat-completions endpoint on 127.0.0.1 answering from ``REPLIES``."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ChatHandler)
+        self.calls: Counter[str] = Counter()
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    server: ChatStub
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][1]["content"]
+        case = re.search(r"Scenario: case (\S+)", prompt).group(1)
+        with self.server.lock:
+            attempt = self.server.calls[case]
+            self.server.calls[case] += 1
+            self.server.requests.append(
+                {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+            )
+        reply = REPLIES[case][attempt]
+        if reply == "SLEEP":
+            time.sleep(1.5)
+            reply = json.dumps(ideal_answer())
+        payload = json.dumps(
+            {"id": "x", "object": "chat.completion", "model": body["model"],
+             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}]}
+        ).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the backend stopped waiting: that is the point of the slow case
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def chat_stub() -> Iterator[ChatStub]:
+    stub = ChatStub()
+    thread = threading.Thread(target=stub.serve_forever, daemon=True)
+    thread.start()
+    yield stub
+    stub.shutdown()
+    stub.server_close()
+
+
+def test_llm_answers_become_predictions_or_are_retried_once_then_skipped(
+    ml_python, chat_stub, episodes, tmp_path
+):
+    backend = serve(
+        ml_python, tmp_path / "llm.log", "llm",
+        SOTOPIA_LS_LLM_BASE_URL=chat_stub.base_url, SOTOPIA_LS_LLM_MODEL=MODEL,
+        SOTOPIA_LS_LLM_API_KEY=API_KEY, SOTOPIA_LS_LLM_TIMEOUT="1",
+    )
+    base = episode_to_task(episodes[1])
+    cases = list(REPLIES)
+    tasks = [{"id": n, "data": {**base, "scenario": f"case {case}"}} for n, case in enumerate(cases, start=1)]
+    try:
+        answer = httpx.post(
+            f"{backend.url}/predict",
+            json={"tasks": tasks, "project": "1.1", "label_config": labeling_config()},
+            timeout=60,
+        )
+    finally:
+        backend.stop()
+    assert answer.status_code == 200
+    results = dict(zip(cases, answer.json()["results"], strict=True))
+    log = backend.log()
+
+    for case in ("valid", "sloppy", "fixed-on-retry"):
+        (prediction,) = results[case]
+        assert prediction["model_version"] == MODEL
+        assert predicted_choices(prediction["result"]) == expected_choices(), case
+    for case, reason in EXPECTED_REASON.items():
+        assert results[case] == [], case
+        task_id = cases.index(case) + 1
+        assert re.search(rf"task {task_id}: no prediction: .*{re.escape(reason)}", log), (case, log)
+    assert chat_stub.calls == {case: len(replies) for case, replies in REPLIES.items()}
+
+    first = chat_stub.requests[0]
+    assert first["path"] == "/v1/chat/completions" and first["body"]["model"] == MODEL
+    assert first["auth"] == f"Bearer {API_KEY}"
+    prompt = first["body"]["messages"][1]["content"]
+    assert episodes[1].agents[0].goal in prompt and episodes[1].agents[1].secret in prompt
+    for d in DIMENSIONS:
+        assert f"{d.key} ({d.label}, an integer from {d.range_low} to {d.range_high})" in prompt
+        assert d.guidance in prompt
+    assert API_KEY not in log
