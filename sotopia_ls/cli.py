@@ -10,7 +10,7 @@ import click
 
 from . import server
 from .client import connect, create_project, find_project
-from .config import instructions_html, labeling_config
+from .config import instructions_html, labeling_config_is_current, write_labeling_config
 from .errors import InvalidInput, LabelStudioError, ProjectNotFound, SotopiaLSError
 from .importer import FORMATS, LoadResult, load_episodes
 from .ml_backend.commands import connect_command, ml_backend_command
@@ -53,14 +53,12 @@ def config_command(output: Path, check: bool, instructions: Path | None) -> None
 
         sotopia-ls config -o labeling_config.xml --instructions instructions.html
     """
-    xml = labeling_config()
     if check:
-        if not output.exists() or output.read_text(encoding="utf-8") != xml:
+        if not labeling_config_is_current(output):
             raise click.ClickException(f"{output} is out of date: run sotopia-ls config")
         click.echo(f"{output} is up to date")
         return
-    output.write_text(xml, encoding="utf-8")
-    click.echo(f"wrote {output}")
+    click.echo(f"wrote {write_labeling_config(output)}")
     if instructions is not None:
         instructions.write_text(instructions_html(), encoding="utf-8")
         click.echo(f"wrote {instructions}")

@@ -3,6 +3,7 @@
     SotopiaLSError
     ├── InvalidInput            bad episodes or annotations; carries every Problem found
     ├── UnknownFormat           a file whose format could not be detected or is not supported
+    ├── InvalidLabelingConfig   a config Label Studio would reject or that breaks the rating contract
     └── LabelStudioError        a Label Studio call failed; carries project/task ids when known
         └── ProjectNotFound     --project named no project on the server
 
@@ -47,6 +48,12 @@ class UnknownFormat(SotopiaLSError):
         self.path = path
         self.accepted = accepted
         super().__init__(f"{path}: {reason}; accepted formats: {', '.join(accepted)}")
+
+
+class InvalidLabelingConfig(SotopiaLSError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid labeling config:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 class LabelStudioError(SotopiaLSError):

@@ -52,7 +52,8 @@ def turn_text(turn: Turn) -> str:
 def dialogue(episode: Episode) -> list[dict[str, Any]]:
     """Numbered turns for ``<Paragraphs layout="dialogue">``."""
     return [
-        {"turn": number, "speaker": f"#{number} {turn.speaker}", "text": turn_text(turn), "kind": turn.kind}
+        # The number goes with the text: Label Studio colours and filters turns by speaker.
+        {"turn": number, "speaker": turn.speaker, "text": f"#{number}  {turn_text(turn)}", "kind": turn.kind}
         for number, turn in enumerate(episode.turns, start=1)
     ]
 

@@ -1,0 +1,354 @@
+"""The annotator's screen: the Label Studio labeling config and the project instructions.
+
+Both are built from the rubric in ``sotopia_ls.dimensions`` and the task-data keys of
+``sotopia_ls.tasks``; nothing about a dimension is written here by hand.
+
+The screen reads top to bottom: the scenario, the two agents side by side (background,
+secret, social goal), the numbered dialogue, then one block per dimension with its label,
+range and guidance, a rating and a rationale for each agent, and a collapsible panel with
+the instruction page's annotation examples and worked example for that dimension.
+
+Ratings are single-choice ``Choices`` whose values are the integers of the range as text
+(the contract of ``sotopia_ls.results``). Every static string goes through ElementTree, so
+quotes and apostrophes in the rubric are escaped, and episode text only ever reaches the
+screen through ``$variables`` rendered as text by Label Studio.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from pathlib import Path
+
+from label_studio_sdk.label_interface import LabelInterface
+from label_studio_sdk.label_interface.control_tags import ControlTag
+
+from .dimensions import AGENTS, DIMENSIONS, RUBRIC, Dimension, Example, rating_name, reasoning_name
+from .errors import InvalidLabelingConfig
+from .tasks import DIALOGUE, agent_field
+
+LABELING_CONFIG_FILE = "labeling_config.xml"
+
+# Label Studio binds every Choice without a `hotkey` to the next free key of
+# "1234567890qwe…", so the first 33 radio buttons of the form would answer to single
+# keystrokes ("1" selecting believability 0 for agent 1) while the other 121 would not.
+# An explicit hotkey stops that. Ours start with a character whose code no keyboard sends
+# (keymaster matches `key.toUpperCase().charCodeAt(0)` against event.keyCode), so they
+# never fire; they are unique because Label Studio warns about repeated keys, and the
+# stylesheet hides the "[hotkey]" hint it would print after each value.
+_NO_HOTKEY = "\u2205"
+
+# Label Studio substitutes `$name` inside Header and Panel values with task data.
+_VARIABLE = re.compile(r"\$[\w\[\].{}]")
+
+# Descendant selectors only: the Style tag is sanitized, which escapes ">". The dialogue
+# rules hide the empty "00:00:00 - 00:00:00" timing and the disabled "label whole
+# utterance" button that Paragraphs draws for audio transcripts; their class names are
+# CSS-module hashes, hence the prefix match.
+_CSS = """
+.sotopia-agents { display: flex; gap: 16px; align-items: stretch; }
+.sotopia-agent { flex: 1 1 0; min-width: 0; padding: 4px 12px 8px;
+  border: 1px solid #d9d9d9; border-radius: 6px; }
+.sotopia-secret { background: #fff1f0; border-left: 4px solid #cf1322; padding: 2px 8px 4px;
+  margin: 6px 0; }
+.sotopia-dialogue [class*="time--"],
+.sotopia-dialogue [class*="selectAllBtnWrapper--"] { display: none; }
+.sotopia-dimension { border-top: 2px solid #e8e8e8; padding: 4px 0 8px; }
+.sotopia-ratings { display: flex; gap: 16px; }
+.sotopia-rating { flex: 1 1 0; min-width: 0; }
+.sotopia-rating .lsf-choices { margin: 4px 0; }
+.sotopia-rating .lsf-hint { display: none; }
+.sotopia-rating .ant-radio-wrapper { margin-right: 0; }
+.sotopia-rating .ant-radio + span { padding: 0 4px 0 2px; }
+.sotopia-example { margin: 4px 0 8px; }
+"""
+
+_TITLE = "margin: 12px 0 4px"
+_LABEL = "font-size: 15px; margin: 4px 0 2px"
+_BODY = "font-weight: normal; font-size: 14px; margin: 2px 0 6px"
+_QUOTE = "font-weight: normal; font-style: italic; font-size: 14px; margin: 2px 0"
+_SMALL = "font-weight: normal; font-size: 13px; color: #595959; margin: 0 0 4px"
+
+
+# --- labeling config ---------------------------------------------------------------------
+
+
+def labeling_config() -> str:
+    """The labeling config XML for rating both agents of an episode on every dimension."""
+    root = ET.Element("View")
+    ET.SubElement(root, "Style").text = _CSS
+    _context(root)
+    _title(root, "Dialogue", size=3)
+    ET.SubElement(
+        ET.SubElement(root, "View", className="sotopia-dialogue"),
+        "Paragraphs",
+        name=DIALOGUE,
+        value=f"${DIALOGUE}",
+        layout="dialogue",
+        nameKey="speaker",
+        textKey="text",
+    )
+    _title(root, "Your evaluation", size=3)
+    _header(
+        root,
+        "Rate each agent on every dimension and say why in the box under the rating. "
+        "All 14 ratings and 14 rationales are required.",
+        _BODY,
+    )
+    for dimension in DIMENSIONS:
+        _dimension_block(root, dimension)
+    ET.indent(root, space="  ")
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _context(parent: ET.Element) -> None:
+    _title(parent, "Scenario", size=3)
+    ET.SubElement(parent, "Text", name="scenario", value="$scenario")
+    agents = ET.SubElement(parent, "View", className="sotopia-agents")
+    for agent in AGENTS:
+        card = ET.SubElement(agents, "View", className="sotopia-agent")
+        _title(card, f"Agent {agent}: ${agent_field(agent, 'name')}", size=4)
+        _labelled_text(card, "Background", agent_field(agent, "profile"))
+        secret = ET.SubElement(card, "View", className="sotopia-secret")
+        _labelled_text(
+            secret,
+            f"Secret of ${agent_field(agent, 'name')} (private: the other agent does not know it)",
+            agent_field(agent, "secret"),
+        )
+        _labelled_text(card, "Social goal", agent_field(agent, "goal"))
+
+
+def _labelled_text(parent: ET.Element, label: str, key: str) -> None:
+    _header(parent, label, _LABEL)
+    ET.SubElement(parent, "Text", name=key, value=f"${key}")
+
+
+def _dimension_block(parent: ET.Element, dimension: Dimension) -> None:
+    block = ET.SubElement(parent, "View", className="sotopia-dimension")
+    _title(block, _static(_label_and_range(dimension)), size=4)
+    _header(block, _static(dimension.guidance), _BODY)
+    ratings = ET.SubElement(block, "View", className="sotopia-ratings")
+    for agent in AGENTS:
+        column = ET.SubElement(
+            ratings, "View", className=f"sotopia-rating {rating_class(dimension.key, agent)}"
+        )
+        _header(column, f"${agent_field(agent, 'name')}", _LABEL)
+        _rating(column, dimension, agent)
+        _rationale(column, dimension, agent)
+    collapse = ET.SubElement(block, "Collapse")
+    panel = ET.SubElement(
+        collapse,
+        "Panel",
+        value=_static(f"Annotation examples and worked example for {dimension.label}"),
+    )
+    for example in dimension.examples:
+        _example(panel, example)
+    _worked_example(panel, dimension)
+
+
+def rating_class(key: str, agent: int) -> str:
+    """CSS class of the column holding one agent's rating and rationale for one dimension."""
+    return f"sotopia-{rating_name(key, agent)}"
+
+
+def _rating(parent: ET.Element, dimension: Dimension, agent: int) -> None:
+    choices = ET.SubElement(
+        parent,
+        "Choices",
+        name=rating_name(dimension.key, agent),
+        toName=DIALOGUE,
+        choice="single-radio",
+        showInline="true",
+        required="true",
+        requiredMessage=f"Please rate {dimension.label} for agent {agent}.",
+    )
+    for value in dimension.values:
+        hotkey = f"{_NO_HOTKEY}{rating_name(dimension.key, agent)}={value}"
+        ET.SubElement(choices, "Choice", value=str(value), hotkey=hotkey)
+
+
+def _rationale(parent: ET.Element, dimension: Dimension, agent: int) -> None:
+    ET.SubElement(
+        parent,
+        "TextArea",
+        name=reasoning_name(dimension.key, agent),
+        toName=DIALOGUE,
+        required="true",
+        requiredMessage=f"Please explain your {dimension.label} rating for agent {agent}.",
+        rows="2",
+        maxSubmissions="1",
+        editable="true",
+        showSubmitButton="false",
+        placeholder=f"Why this {dimension.label} rating? (required)",
+    )
+
+
+def _example(parent: ET.Element, example: Example) -> None:
+    box = ET.SubElement(parent, "View", className="sotopia-example")
+    _header(box, f"{example.verdict.capitalize()} annotation, rated {example.rating}", _LABEL)
+    _header(box, _static(f"Rationale: \u201c{example.rationale}\u201d"), _QUOTE)
+    _header(box, _static(example.assessment), _SMALL)
+
+
+def _worked_example(parent: ET.Element, dimension: Dimension) -> None:
+    for agent in RUBRIC.worked_example.agents:
+        for rating in agent.ratings:
+            if rating.dimension != dimension.key:
+                continue
+            box = ET.SubElement(parent, "View", className="sotopia-example")
+            _header(box, _static(f"Worked example: {agent.name}, rated {rating.score}"), _LABEL)
+            _header(box, _static(rating.reasoning), _QUOTE)
+
+
+def _label_and_range(dimension: Dimension) -> str:
+    return f"{dimension.label} ({dimension.range_text})"
+
+
+def _title(parent: ET.Element, text: str, *, size: int) -> None:
+    _header(parent, text, _TITLE, size=size)
+
+
+def _header(parent: ET.Element, text: str, style: str, *, size: int = 5) -> None:
+    ET.SubElement(parent, "Header", value=text, size=str(size), style=style)
+
+
+def _static(text: str) -> str:
+    """Rubric text as shown; refused if Label Studio would read part of it as a variable."""
+    if _VARIABLE.search(text):
+        raise ValueError(f"rubric text would be read as a task variable by Label Studio: {text!r}")
+    return text
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+def validate_labeling_config(xml: str) -> LabelInterface:
+    """Parse ``xml`` with label-studio-sdk and check the rating contract.
+
+    Raises ``InvalidLabelingConfig`` listing every problem: Label Studio's own schema
+    errors, and any rating or rationale that is missing, optional, preset, or whose
+    options differ from the dimension's integers.
+    """
+    try:
+        interface = LabelInterface(xml)
+        interface.validate()
+    except Exception as exc:  # the SDK raises bare Exception subclasses and lxml errors
+        raise InvalidLabelingConfig([f"Label Studio rejects it: {exc}"]) from exc
+    problems = list(_contract_problems(interface))
+    if problems:
+        raise InvalidLabelingConfig(problems)
+    return interface
+
+
+def _contract_problems(interface: LabelInterface) -> Iterable[str]:
+    controls = {control.name: control for control in interface.controls}
+    for dimension in DIMENSIONS:
+        for agent in AGENTS:
+            rating = rating_name(dimension.key, agent)
+            rationale = reasoning_name(dimension.key, agent)
+            yield from _rating_problems(rating, controls.get(rating), dimension)
+            yield from _rationale_problems(rationale, controls.get(rationale))
+
+
+def _rating_problems(name: str, rating: ControlTag | None, dimension: Dimension) -> Iterable[str]:
+    if rating is None or rating.tag != "Choices":
+        yield f"{name}: no Choices control"
+        return
+    expected = [str(value) for value in dimension.values]
+    if rating.labels != expected:
+        yield (
+            f"{rating.name}: options {rating.labels} differ from "
+            f"{dimension.label} {dimension.range_text} ({expected})"
+        )
+    if rating.attr.get("choice") == "multiple":
+        yield f"{rating.name}: must allow a single choice only"
+    preset = [value for value, tag in rating.labels_attrs.items() if tag.attr.get("selected")]
+    if preset:
+        yield f"{rating.name}: options {preset} are preselected"
+    if not rating.is_output_required:
+        yield f"{rating.name}: must be required"
+
+
+def _rationale_problems(name: str, rationale: ControlTag | None) -> Iterable[str]:
+    if rationale is None or rationale.tag != "TextArea":
+        yield f"{name}: no TextArea control"
+        return
+    if rationale.attr.get("value"):
+        yield f"{rationale.name}: has a prefilled value"
+    if not rationale.is_output_required:
+        yield f"{rationale.name}: must be required"
+
+
+def write_labeling_config(path: Path) -> Path:
+    """Write the generated config to ``path`` (the repository keeps it checked in)."""
+    path.write_text(labeling_config(), encoding="utf-8")
+    return path
+
+
+def labeling_config_is_current(path: Path) -> bool:
+    """True when ``path`` holds exactly what ``labeling_config()`` generates now."""
+    return path.is_file() and path.read_text(encoding="utf-8") == labeling_config()
+
+
+# --- instructions --------------------------------------------------------------------------
+
+
+def instructions_html() -> str:
+    """The project's ``expert_instruction``: every dimension with its examples, then the
+    worked example. Every rubric string is escaped."""
+    parts = [
+        "<h2>Evaluating Sotopia episodes</h2>",
+        "<p>Each task is one conversation between two agents. Read the scenario, both "
+        "agents' backgrounds, secrets and social goals, and the whole dialogue. Then rate "
+        "<b>each agent</b> on the seven dimensions below and write a short rationale for "
+        "every rating. Ratings use the full range of each dimension, including zero and "
+        "negative values.</p>",
+    ]
+    for dimension in DIMENSIONS:
+        parts.append(_dimension_html(dimension))
+    parts.append(_worked_example_html())
+    return "\n".join(parts) + "\n"
+
+
+def _dimension_html(dimension: Dimension) -> str:
+    table = _table(
+        ("Annotator's rationale", "Rating", "Verdict", "Assessment"),
+        [(e.rationale, str(e.rating), e.verdict, e.assessment) for e in dimension.examples],
+    )
+    return (
+        f"<h3>{_e(_label_and_range(dimension))}</h3>"
+        f"<p>{_e(dimension.guidance)}</p>{table}"
+    )
+
+
+def _worked_example_html() -> str:
+    names = " and ".join(agent.name for agent in RUBRIC.worked_example.agents)
+    parts = [f"<h2>Worked example: {_e(names)}</h2>"]
+    for agent in RUBRIC.worked_example.agents:
+        rows = [
+            (_label_and_range(RUBRIC[r.dimension]), r.reasoning, str(r.score))
+            for r in agent.ratings
+        ]
+        table = _table(("Dimension", "Reasoning", "Rating"), rows)
+        parts.append(f"<h3>{_e(agent.name)}</h3>{table}")
+    return "\n".join(parts)
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """An escaped table, padded by attribute: Label Studio strips inline styles here."""
+    if not rows:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return (
+        '<table cellpadding="4" width="100%">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)

@@ -1,0 +1,94 @@
+"""Drive the labeling page the way an annotator does: log in, open a task, rate, submit.
+
+Chromium is the Debian package at ``/usr/bin/chromium``; Playwright's own browser
+download is never used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import Locator, Page, sync_playwright
+
+from sotopia_ls.config import rating_class
+from sotopia_ls.server import LocalServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+VIEWPORT = {"width": 1440, "height": 1000}
+LOADED = "text=Your evaluation"
+
+
+@contextmanager
+def chromium_page() -> Iterator[Page]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True
+        )
+        try:
+            yield browser.new_page(viewport=VIEWPORT)
+        finally:
+            browser.close()
+
+
+def log_in(page: Page, server: LocalServer) -> None:
+    """Through the real login form, with the server's admin credentials."""
+    page.goto(f"{server.url}/user/login/")
+    page.fill("input[name=email]", server.credentials.username)
+    page.fill("input[name=password]", server.credentials.password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/user/login" not in url)
+
+
+def open_task(page: Page, server: LocalServer, project: int, task: int) -> None:
+    page.goto(f"{server.url}/projects/{project}/data?task={task}")
+    page.wait_for_selector(LOADED, timeout=60_000)
+
+
+def editor(page: Page) -> Locator:
+    """The labeling form itself, without the data manager's task list beside it."""
+    return page.locator(".lsf-main-view")
+
+
+def rating_column(page: Page, key: str, agent: int) -> Locator:
+    return page.locator(f".{rating_class(key, agent)}")
+
+
+def rate(page: Page, key: str, agent: int, score: int, rationale: str | None) -> None:
+    """Pick ``score`` and, unless ``rationale`` is None, type the rationale under it."""
+    column = rating_column(page, key, agent)
+    column.locator(f'input[type=radio][name="{score}"]').check()
+    if rationale is not None:
+        column.locator("textarea").fill(rationale)
+
+
+def submit(page: Page) -> None:
+    page.get_by_role("button", name="Submit current annotation").click()
+
+
+def checked_ratings(page: Page) -> list[str]:
+    """The value of every rating shown as selected.
+
+    Read from the drawn state, not ``input:checked``: Label Studio names each radio input
+    after its value, so the browser groups all "0" inputs of the page into one native
+    radio group and only the last one clicked keeps the native flag.
+    """
+    return page.locator(".sotopia-rating .ant-radio-wrapper-checked input").evaluate_all(
+        "inputs => inputs.map(input => input.name)"
+    )
+
+
+def screenshot_whole_form(page: Page, path: Path) -> None:
+    """Label Studio scrolls the form inside a panel, so grow the window to fit it first."""
+    height = page.evaluate(
+        """() => Math.max(...[...document.querySelectorAll('*')]
+            .filter(el => /auto|scroll/.test(getComputedStyle(el).overflowY))
+            .map(el => el.scrollHeight))"""
+    )
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": height + 200})
+    page.wait_for_timeout(500)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(VIEWPORT)

@@ -1,0 +1,211 @@
+"""An annotator rates a real Sotopia episode on the generated labeling screen.
+
+Headless Chromium against the session's real Label Studio: log in through the login page,
+open the task, read the episode and the rubric, submit ratings, read them back via the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from browser import (
+    CHROMIUM,
+    checked_ratings,
+    chromium_page,
+    editor,
+    log_in,
+    open_task,
+    rate,
+    screenshot_whole_form,
+    submit,
+)
+from sotopia_ls.config import instructions_html, labeling_config
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
+from sotopia_ls.episode import Episode, Turn
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.results import results_from_scores
+from sotopia_ls.tasks import episode_to_task
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.server,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium is not installed at {CHROMIUM}"),
+]
+
+# The README's screenshot is refreshed only on request, so a test run leaves the tree clean.
+README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "labeling-screen.png"
+
+# Every range edge, negative values and zeros; one rationale with quotes and markup.
+SCORES: dict[int, dict[str, tuple[str, int]]] = {
+    1: {
+        "believability": ("Mia sounds natural throughout.", 7),
+        "relationship": ("She insists on the blanket; the friendship cools.", -3),
+        "knowledge": ("Nothing new is learned.", 0),
+        "secret": ("Mia reveals her punk-band past outright.", -10),
+        "social_rules": ("No rule is broken.", 0),
+        "financial_and_material_benefits": ("She loses her share of the blanket.", -5),
+        "goal": ("They agree to share, which was her goal.", 10),
+    },
+    2: {
+        "believability": ("William repeats Mia's words verbatim.", 0),
+        "relationship": ("William says \"we're closer\" & <b>means</b> it.", 5),
+        "knowledge": ("He learns how cold Mia is.", 10),
+        "secret": ("His sabotage stays hidden.", 0),
+        "social_rules": ("He threatens Mia.", -10),
+        "financial_and_material_benefits": ("No material change.", 0),
+        "goal": ("He keeps the blanket only part of the night.", 3),
+    },
+}
+
+SCRIPT = "<script>window.__xss=1</script>"
+IMAGE = '<img src=x onerror="window.__xss=1">'
+
+
+@pytest.fixture(scope="module")
+def episode(shared_data: Path) -> Episode:
+    loaded = load_episodes([shared_data / "episodelog" / "fixture_episode.json"])
+    loaded.raise_on_problems()
+    return loaded.episodes[0]
+
+
+@pytest.fixture(scope="module")
+def project(ls_client) -> int:
+    created = ls_client.projects.create(
+        title=f"test_browser_{uuid.uuid4().hex[:8]}",
+        label_config=labeling_config(),
+        expert_instruction=instructions_html(),
+        show_instruction=True,
+    )
+    return created.id
+
+
+@pytest.fixture
+def page(label_studio) -> Iterator[Page]:
+    with chromium_page() as page:
+        log_in(page, label_studio)
+        yield page
+
+
+@pytest.fixture
+def open_episode(page, label_studio, ls_client, project):
+    """Import an episode as a new task and open it on the labeling page; gives the task id."""
+
+    def _open(episode: Episode) -> int:
+        response = ls_client.projects.import_tasks(
+            id=project, request=[{"data": episode_to_task(episode)}], return_task_ids=True
+        )
+        task = response.task_ids[0]
+        open_task(page, label_studio, project, task)
+        return task
+
+    return _open
+
+
+def wait_for_annotations(ls_client, task: int, timeout: float = 20.0) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while not (annotations := ls_client.annotations.list(id=task)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return annotations
+
+
+def comparable(results: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """Results without Label Studio's ids and origin, in a stable order."""
+    return sorted(
+        (r["from_name"], r["to_name"], r["type"], json.dumps(r["value"], sort_keys=True))
+        for r in results
+    )
+
+
+def fill_form(page: Page, *, skip_rationale: tuple[str, int] | None = None) -> None:
+    for agent in AGENTS:
+        for key, (rationale, score) in SCORES[agent].items():
+            rate(page, key, agent, score, None if (key, agent) == skip_rationale else rationale)
+
+
+def test_an_annotator_sees_the_episode_and_the_rubric(page, open_episode, episode, tmp_path):
+    open_episode(episode)
+
+    data = episode_to_task(episode)
+    shown = [data["scenario"]]
+    for agent in AGENTS:
+        shown += [data[f"agent_{agent}_goal"], data[f"agent_{agent}_secret"]]
+    shown += [turn["text"] for turn in data["dialogue"]]
+    shown += [turn["speaker"] for turn in data["dialogue"]]
+    for dimension in DIMENSIONS:
+        shown += [f"{dimension.label} ({dimension.range_text})", dimension.guidance]
+    form = editor(page)
+    for text in shown:
+        expect(form.get_by_text(text, exact=True).first).to_be_visible()
+    for agent in AGENTS:
+        secret_of = f"Secret of {data[f'agent_{agent}_name']} (private"
+        expect(form.get_by_text(secret_of)).to_be_visible()
+
+    # The instruction page's examples sit one click away, under each dimension.
+    believability = RUBRIC["believability"]
+    form.get_by_text(f"Annotation examples and worked example for {believability.label}").click()
+    expect(form.get_by_text(believability.examples[1].assessment, exact=True)).to_be_visible()
+
+    # Typing outside a text box selects nothing: no choice has Label Studio's auto hotkeys.
+    form.get_by_text("Scenario", exact=True).click()
+    for key in "1234567890qwe":
+        page.keyboard.press(key)
+    assert checked_ratings(page) == []
+
+    screenshot = README_SCREENSHOT if os.environ.get("UPDATE_SCREENSHOT") else tmp_path / "form.png"
+    screenshot_whole_form(page, screenshot)
+
+    page.get_by_role("button", name="Instructions").click()
+    expect(page.get_by_text("Worked example: Donovan Reeves and Noah Davis")).to_be_visible()
+
+
+def test_a_form_with_a_missing_rationale_is_refused(page, open_episode, episode, ls_client):
+    task = open_episode(episode)
+
+    fill_form(page, skip_rationale=("goal", 2))
+    submit(page)
+
+    expect(page.get_by_text("Please explain your Goal rating for agent 2.")).to_be_visible()
+    assert wait_for_annotations(ls_client, task, timeout=3) == []
+
+
+def test_negative_and_zero_ratings_are_stored_exactly(page, open_episode, episode, ls_client):
+    task = open_episode(episode)
+
+    fill_form(page)
+    assert sorted(checked_ratings(page)) == sorted(
+        str(score) for agent in AGENTS for _, score in SCORES[agent].values()
+    )
+    submit(page)
+
+    annotations = wait_for_annotations(ls_client, task)
+    assert len(annotations) == 1
+    assert comparable(annotations[0].result) == comparable(results_from_scores(SCORES))
+
+
+def test_episode_text_is_shown_as_text_and_never_runs(page, open_episode, episode):
+    first, *rest = episode.turns
+    hostile = episode.model_copy(
+        update={
+            "id": f"{episode.id}-xss",
+            "scenario": f"{episode.scenario} {SCRIPT}",
+            "turns": (Turn(speaker=first.speaker, kind=first.kind, text=f"Hello {IMAGE}"), *rest),
+        }
+    )
+    open_episode(hostile)
+
+    form = editor(page)
+    expect(form.get_by_text(f"{episode.scenario} {SCRIPT}", exact=True)).to_be_visible()
+    first_turn = episode_to_task(hostile)["dialogue"][0]["text"]
+    assert first_turn.endswith(f"Hello {IMAGE}")
+    expect(form.get_by_text(first_turn, exact=True)).to_be_visible()
+    page.wait_for_timeout(1000)
+    assert page.evaluate("() => window.__xss") is None
