@@ -13,6 +13,7 @@ from .client import connect, create_project, find_project
 from .config import instructions_html, labeling_config_is_current, write_labeling_config
 from .errors import InvalidInput, LabelStudioError, ProjectNotFound, SotopiaLSError
 from .importer import FORMATS, LoadResult, load_episodes
+from .exporter.commands import export_command, report_command
 from .ml_backend.commands import connect_command, ml_backend_command
 from .importer.push import DEFAULT_BATCH_SIZE, PushReport, push_episodes, task_payload
 from .options import server_options
@@ -261,5 +262,7 @@ def up_command(
                 click.echo("stopping…")
 
 
+main.add_command(export_command)
+main.add_command(report_command)
 main.add_command(ml_backend_command)
 main.add_command(connect_command)

@@ -15,6 +15,7 @@ from .episode import Agent, Episode, Turn
 DIALOGUE = "dialogue"
 EPISODE_ID = "episode_id"
 EVALUATION = "sotopia_evaluation"
+AGENTS_KEY = "agents"
 
 PROFILE_LABELS = (
     ("age", "Age"),
@@ -52,8 +53,14 @@ def turn_text(turn: Turn) -> str:
 def dialogue(episode: Episode) -> list[dict[str, Any]]:
     """Numbered turns for ``<Paragraphs layout="dialogue">``."""
     return [
-        # The number goes with the text: Label Studio colours and filters turns by speaker.
-        {"turn": number, "speaker": turn.speaker, "text": f"#{number}  {turn_text(turn)}", "kind": turn.kind}
+        {
+            "turn": number,
+            "speaker": turn.speaker,
+            # The number goes with the text: Label Studio colours and filters turns by speaker.
+            "text": f"#{number}  {turn_text(turn)}",
+            "kind": turn.kind,
+            "utterance": turn.text,
+        }
         for number, turn in enumerate(episode.turns, start=1)
     ]
 
@@ -68,6 +75,8 @@ def episode_to_task(episode: Episode) -> dict[str, Any]:
         "source_file": episode.source.file,
         "source_tag": episode.source.tag,
         "models": list(episode.source.models),
+        # The agents as parsed, for exports; the fields below are what the screen shows.
+        AGENTS_KEY: [agent.model_dump() for agent in episode.agents],
     }
     for number, agent in enumerate(episode.agents, start=1):
         data[agent_field(number, "name")] = agent.name

@@ -1,0 +1,135 @@
+"""One validation pass: each Label Studio annotation becomes a score row or error rows.
+
+A score row is a flat dict: identifiers, timing, and the 28 oTree-named fields
+(``believability_1`` … ``goal_reasoning_2``) with integer scores and rationale text. Label
+Studio checks none of this, so every rule lives here: all 14 ratings and 14 rationales
+present, each rating a whole number inside its dimension's range, each rationale non-empty.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+
+SCORE_FIELDS: tuple[str, ...] = tuple(
+    name
+    for agent in AGENTS
+    for d in DIMENSIONS
+    for name in (rating_name(d.key, agent), reasoning_name(d.key, agent))
+)
+
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """One reason an annotation was refused; a line of ``errors.jsonl``."""
+
+    task_id: int | None
+    annotation_id: int | None
+    annotator: str
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def annotator_of(completed_by: Any, emails: Mapping[int, str]) -> str:
+    """The annotator's email: exports name the user by id, or by a dict carrying the email."""
+    if isinstance(completed_by, dict):
+        return str(completed_by.get("email") or completed_by.get("id") or "")
+    if completed_by is None:
+        return ""
+    return emails.get(int(completed_by), f"user-{completed_by}")
+
+
+def _controls(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for result in results:
+        if isinstance(result, dict) and "from_name" in result:
+            by_name.setdefault(str(result["from_name"]), []).append(result.get("value") or {})
+    return by_name
+
+
+def _rating(value: dict[str, Any]) -> tuple[int | None, str]:
+    """The integer a rating result holds, or why it holds none."""
+    if "choices" in value:
+        choices = value["choices"]
+        if not isinstance(choices, list) or len(choices) != 1:
+            return None, f"expected exactly one choice, got {choices!r}"
+        raw = choices[0]
+    elif "number" in value:
+        raw = value["number"]
+    elif "rating" in value:
+        raw = value["rating"]
+    else:
+        return None, f"no rating value in {sorted(value)!r}"
+    if isinstance(raw, bool):
+        return None, f"not an integer: {raw!r}"
+    if isinstance(raw, int):
+        return raw, ""
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw), ""
+    if isinstance(raw, str) and _INTEGER.match(raw.strip()):
+        return int(raw.strip()), ""
+    return None, f"not an integer: {raw!r}"
+
+
+def _rationale(value: dict[str, Any]) -> tuple[str | None, str]:
+    text = value.get("text")
+    if isinstance(text, str):
+        text = [text]
+    if not isinstance(text, list) or not all(isinstance(item, str) for item in text):
+        return None, f"no rationale text in {value!r}"
+    joined = "\n".join(text)
+    if not joined.strip():
+        return None, "empty rationale"
+    return joined, ""
+
+
+# (rating control, rationale control, dimension) in output order, computed once.
+_CONTROLS = tuple(
+    (rating_name(d.key, agent), reasoning_name(d.key, agent), d)
+    for agent in AGENTS
+    for d in DIMENSIONS
+)
+
+
+def _one(values: list[dict[str, Any]], what: str) -> tuple[dict[str, Any] | None, str]:
+    """The single result of a control, or why there is not exactly one."""
+    if len(values) == 1:
+        return values[0], ""
+    return None, f"missing {what}" if not values else f"{len(values)} {what}s"
+
+
+def read_scores(results: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The 28 fields of one result list, and ``(field, reason)`` for each one that is invalid.
+
+    Results for controls outside the rubric are ignored: a project may add its own controls.
+    """
+    controls = _controls(results if isinstance(results, list) else [])
+    fields: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for rating, rationale, dimension in _CONTROLS:
+        value, reason = _one(controls.get(rating, []), "rating")
+        if value is not None:
+            score, reason = _rating(value)
+            if score is not None and not dimension.contains(score):
+                reason = f"{score} is outside {dimension.key}'s range {dimension.range_text}"
+            elif score is not None:
+                fields[rating] = score
+        if reason:
+            problems.append((rating, reason))
+        value, reason = _one(controls.get(rationale, []), "rationale")
+        if value is not None:
+            text, reason = _rationale(value)
+            if text is not None:
+                fields[rationale] = text
+        if reason:
+            problems.append((rationale, reason))
+    return fields, problems
