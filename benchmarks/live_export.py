@@ -1,0 +1,137 @@
+"""Live-project export: how much memory the Label Studio server needs to hand a project over.
+
+Two ways to read every task of a project with all its annotations, both streamed on our side
+(httpx chunks into ijson, one task at a time):
+
+- ``/api/projects/{id}/export`` (``exports.download_sync``): Label Studio serializes every task
+  into one Python list, then into one JSON string, before the first byte is sent;
+- an export snapshot (``exports.create`` then ``exports.download``): Label Studio serializes
+  tasks in batches straight into a file, then sends the file.
+
+The server's resident memory is sampled from ``/proc`` while each runs. Python seldom returns
+freed memory to the system, so the snapshot runs first: what the other way needs on top of that
+is then visible as growth.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from label_studio_sdk import LabelStudio
+
+from sotopia_ls.client import create_project
+from sotopia_ls.exporter.source import iter_tasks, project_tasks
+from sotopia_ls.importer.push import task_payload
+from sotopia_ls.results import results_from_scores
+
+from . import load
+
+IMPORT_BATCH = 250
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    method: str
+    tasks: int
+    annotations: int
+    seconds: float
+    server_rss_before_mb: float
+    server_rss_peak_mb: float
+
+    @property
+    def growth_mb(self) -> float:
+        return self.server_rss_peak_mb - self.server_rss_before_mb
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+@contextmanager
+def _peak_rss(pid: int) -> Iterator[list[float]]:
+    """Samples the process's RSS every 20 ms; the yielded list ends as [before, peak]."""
+    figures = [_rss_mb(pid)] * 2
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            figures[1] = max(figures[1], _rss_mb(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield figures
+    finally:
+        done.set()
+        sampler.join()
+        figures[1] = max(figures[1], _rss_mb(pid))
+
+
+def annotated_project(
+    client: LabelStudio, shared: Path, tasks: int, annotators: int, *, seed: int = 0
+) -> int:
+    """A project of ``tasks`` varied shared episodes, each with ``annotators`` real-looking answers."""
+    rng = random.Random(seed)
+    ratings = load.real_ratings(shared)
+    episodes = load.episodes(load.seed_episodes(shared), tasks, seed=seed)
+    project = create_project(client, f"bench_live_{uuid.uuid4().hex[:8]}").id
+    for start in range(0, len(episodes), IMPORT_BATCH):
+        payloads = [
+            task_payload(episode)
+            | {"annotations": [{"result": results_from_scores(rng.choice(ratings)), "lead_time": 60.0}
+                               for _ in range(annotators)]}
+            for episode in episodes[start : start + IMPORT_BATCH]
+        ]
+        client.projects.import_tasks(id=project, request=payloads)
+    return project
+
+
+def snapshot_tasks(client: LabelStudio, project_id: int) -> Iterator[dict[str, Any]]:
+    """Every task via an export snapshot, in the same JSON objects as ``/export`` gives."""
+    snapshot = client.projects.exports.create(
+        id=project_id,
+        title="sotopia-ls benchmark",
+        serialization_options={"drafts": {"only_id": False}, "predictions": {"only_id": True}},
+    )
+    try:
+        chunks = client.projects.exports.download(project_id, snapshot.id, export_type="JSON")
+        yield from iter_tasks(chunks, origin=f"project {project_id} snapshot {snapshot.id}")
+    finally:
+        client.projects.exports.delete(project_id, snapshot.id)
+
+
+def _measure(
+    method: str, pid: int, read: Callable[[], Iterator[dict[str, Any]]]
+) -> LiveFigures:
+    tasks = annotations = 0
+    started = time.perf_counter()
+    with _peak_rss(pid) as rss:
+        for task in read():
+            tasks += 1
+            annotations += len(task.get("annotations") or ())
+    seconds = time.perf_counter() - started
+    return LiveFigures(method, tasks, annotations, seconds, rss[0], rss[1])
+
+
+def measure_live_export(
+    client: LabelStudio, pid: int, shared: Path, *, tasks: int, annotators: int
+) -> list[LiveFigures]:
+    project = annotated_project(client, shared, tasks, annotators)
+    try:
+        return [
+            _measure("export snapshot", pid, lambda: snapshot_tasks(client, project)),
+            _measure("/export (exporter today)", pid, lambda: project_tasks(client, project)),
+        ]
+    finally:
+        client.projects.delete(id=project)

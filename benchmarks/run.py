@@ -1,0 +1,241 @@
+"""One command, one table: import, export, live export and pre-annotation at study scale.
+
+Example:
+
+    .venv/bin/python -m benchmarks.run                       # full size (about half an hour)
+    .venv/bin/python -m benchmarks.run --quick               # small sizes, a few minutes
+    .venv/bin/python -m benchmarks.run --only import --database postgresql --rounds 3
+
+See docs/benchmarks.md for the recorded figures and what dominates each.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from . import exporting, importing, live_export, load, servers
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data" / "sotopia"
+WORK = REPO / "var" / "benchmarks"
+BACKEND_BENCH = Path(__file__).with_name("backend_bench.py")
+PARTS = ("import", "export", "live-export", "backend")
+COLUMNS = ("benchmark", "size", "seconds", "rate", "figures", "target", "met", "peak RSS MB")
+
+IMPORT_TARGET = 1.05
+EXPORT_SECONDS_TARGET = 10.0
+EXPORT_RSS_TARGET_MB = 1536.0
+
+
+def machine() -> str:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.processor() or "unknown CPU",
+    )
+    memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {memory_kib / 2**20:.0f} GiB; "
+        f"Python {platform.python_version()}, label-studio {version('label-studio')}, "
+        f"label-studio-sdk {version('label-studio-sdk')}"
+    )
+
+
+def seconds(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def import_rows(episodes: int, batch_size: int, rounds: int, database: str) -> list[dict]:
+    seeds = load.seed_episodes(SHARED)
+    work = load.episodes(seeds, episodes)
+    click.echo(f"import: {len(work):,} episodes made from {len(seeds)} shared ones; "
+               f"starting Label Studio on {database}", err=True)
+    with servers.label_studio(database) as running:
+        figures = importing.measure_import(running.client, work, batch_size=batch_size, rounds=rounds)
+    size = f"{episodes:,} episodes, batches of {batch_size}, {database}, best of {rounds}"
+    ours, plain = min(figures.importer_seconds), min(figures.baseline_seconds)
+    cpu, plain_cpu = min(figures.importer_cpu_seconds), min(figures.baseline_cpu_seconds)
+    rerun = min(figures.rerun_seconds)
+    return [
+        {
+            "benchmark": "import: importer (push_episodes)",
+            "size": size,
+            "seconds": seconds(ours),
+            "rate": f"{episodes / ours:,.0f} tasks/s",
+            "figures": f"{figures.ratio:.3f}x the plain SDK, best rounds "
+                       f"(median of per-round ratios {figures.median_ratio:.3f}x)",
+            "target": f"<= {IMPORT_TARGET}x",
+            "met": figures.ratio <= IMPORT_TARGET,
+        },
+        {
+            "benchmark": "import: plain SDK import_tasks per batch",
+            "size": size,
+            "seconds": seconds(plain),
+            "rate": f"{episodes / plain:,.0f} tasks/s",
+        },
+        {
+            "benchmark": "import: client CPU, importer / plain SDK",
+            "size": size,
+            "seconds": f"{seconds(cpu)} / {seconds(plain_cpu)}",
+            "figures": f"{cpu / ours:.1%} / {plain_cpu / plain:.1%} of wall time",
+        },
+        {
+            "benchmark": "import: rerun, every episode present",
+            "size": size,
+            "seconds": seconds(rerun),
+            "rate": f"{episodes / rerun:,.0f} tasks/s",
+        },
+    ]
+
+
+def export_rows(annotations: int, annotators: int, profile: Path | None) -> list[dict]:
+    path = WORK / f"export-{annotations}x{annotators}.json"
+    click.echo(f"export: writing or reusing {path.relative_to(REPO)}", err=True)
+    load.write_export_file(path, SHARED, annotations=annotations, annotators=annotators)
+    size_mb = path.stat().st_size / 2**20
+    rows = []
+    for stage in exporting.STAGES:
+        profile_path = profile / f"export-{stage}.prof" if profile else None
+        figures = exporting.measure(stage, path, WORK / "export-out", profile=profile_path)
+        row = {
+            "benchmark": f"export: {stage}",
+            "size": f"{figures.annotations:,} annotations, {figures.tasks:,} tasks, {size_mb:,.0f} MB",
+            "seconds": seconds(figures.seconds),
+            "peak RSS MB": f"{figures.peak_rss_mb:,.0f}",
+        }
+        if stage == "export":
+            row |= {
+                "rate": f"{figures.per_second:,.0f} annotations/s",
+                "figures": f"{figures.outputs} files written",
+                "target": f"<= {EXPORT_SECONDS_TARGET:.0f} s, <= {EXPORT_RSS_TARGET_MB:.0f} MB",
+                "met": figures.seconds <= EXPORT_SECONDS_TARGET
+                and figures.peak_rss_mb <= EXPORT_RSS_TARGET_MB,
+            }
+        elif stage == "parse":
+            row |= {
+                "benchmark": "export: parse only (the floor)",
+                "rate": f"{figures.per_second:,.0f} annotations/s",
+                "figures": f"{size_mb / figures.seconds:,.0f} MB/s",
+            }
+        else:
+            row |= {
+                "benchmark": "export: interpreter + imports",
+                "size": "",
+                "seconds": seconds(figures.import_seconds),
+                "figures": "not included above",
+            }
+        rows.append(row)
+    return rows
+
+
+def live_export_rows(tasks: int, annotators: int, database: str) -> list[dict]:
+    click.echo(f"live export: a project of {tasks:,} tasks x {annotators} annotations; "
+               f"starting Label Studio on {database}", err=True)
+    # A server of its own: Python keeps freed memory, so a server that had run the import
+    # benchmark would absorb the export's growth unseen.
+    with servers.label_studio(database) as running:
+        measured = live_export.measure_live_export(
+            running.client, running.pid, SHARED, tasks=tasks, annotators=annotators
+        )
+    return [
+        {
+            "benchmark": f"live export: {figures.method}",
+            "size": f"{figures.annotations:,} annotations, {figures.tasks:,} tasks, {database}",
+            "seconds": seconds(figures.seconds),
+            "rate": f"{figures.annotations / figures.seconds:,.0f} annotations/s",
+            "figures": f"server RSS +{figures.growth_mb:,.0f} MB "
+                       f"(peak {figures.server_rss_peak_mb:,.0f} MB)",
+        }
+        for figures in measured
+    ]
+
+
+def backend_rows(tasks: int) -> list[dict]:
+    """The ml-backend helper's benchmark (``benchmarks/backend_bench.py``), summarized."""
+    name = "backend: stored provider, /predict"
+    if not BACKEND_BENCH.exists():
+        return [{"benchmark": name, "size": "benchmarks/backend_bench.py is missing"}]
+    click.echo(f"backend: {BACKEND_BENCH.name} --tasks {tasks}", err=True)
+    run = subprocess.run(
+        [sys.executable, str(BACKEND_BENCH), "--tasks", str(tasks)],
+        cwd=REPO, check=True, capture_output=True, text=True,
+    )
+    summary = re.search(r"p50 ([\d.]+) ms, p95 ([\d.]+) ms \(([\d,]+) tasks/s\)", run.stdout)
+    if summary is None:
+        return [{"benchmark": name, "size": run.stdout.strip().splitlines()[-1]}]
+    p50, p95, per_second = summary.groups()
+    return [{
+        "benchmark": name,
+        "size": f"{tasks:,} tasks in batches of 100",
+        "rate": f"{per_second} tasks/s",
+        "figures": f"per task p50 {p50} ms, p95 {p95} ms",
+    }]
+
+
+@click.command()
+@click.option("--episodes", default=10_000, show_default=True, help="Episodes to import.")
+@click.option("--annotations", default=100_000, show_default=True, help="Annotations to export.")
+@click.option("--annotators", default=2, show_default=True, help="Annotations per task (export, live export).")
+@click.option("--batch-size", default=500, show_default=True, help="Tasks per import request (both sides).")
+@click.option("--rounds", default=3, show_default=True, help="Import rounds; the order alternates.")
+@click.option("--live-tasks", default=5_000, show_default=True,
+              help="Tasks in the project of the live-export benchmark.")
+@click.option("--backend-tasks", default=1000, show_default=True, help="Tasks for the backend benchmark.")
+@click.option("--database", type=click.Choice(servers.DATABASES), default="sqlite", show_default=True,
+              help="Label Studio's database for the import and live-export benchmarks.")
+@click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
+@click.option("--quick", is_flag=True,
+              help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, 1 round.")
+@click.option("--profile", type=click.Path(file_okay=False, path_type=Path),
+              help="Write cProfile stats of each export stage into this folder.")
+def main(
+    episodes: int, annotations: int, annotators: int, batch_size: int, rounds: int,
+    live_tasks: int, backend_tasks: int, database: str, only: tuple[str, ...], quick: bool,
+    profile: Path | None,
+) -> None:
+    """Measure import, export, live export and the stored backend; print one table."""
+    if quick:
+        episodes, annotations, live_tasks, backend_tasks, rounds = 500, 5_000, 250, 200, 1
+    if profile:
+        profile.mkdir(parents=True, exist_ok=True)
+    parts = only or PARTS
+    rows: list[dict] = []
+
+    def run_part(part: str, measure: Callable[[], list[dict]]) -> None:
+        """Add the part's rows; a part that fails becomes a row saying why, and the rest runs."""
+        try:
+            measured = measure()
+        except Exception as exc:  # noqa: BLE001  (one broken part must not hide the others)
+            measured = [{"benchmark": f"{part}: FAILED", "size": f"{type(exc).__name__}: {exc}"[:200]}]
+        for row in measured:
+            click.echo(f"  {row}", err=True)
+        rows.extend(measured)
+
+    if "import" in parts:
+        run_part("import", lambda: import_rows(episodes, batch_size, rounds, database))
+    if "live-export" in parts:
+        run_part("live-export", lambda: live_export_rows(live_tasks, annotators, database))
+    if "export" in parts:
+        run_part("export", lambda: export_rows(annotations, annotators, profile))
+    if "backend" in parts:
+        run_part("backend", lambda: backend_rows(backend_tasks))
+    table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object)
+    table["met"] = table["met"].map({True: "yes", False: "NO"})
+    click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
+    with pd.option_context("display.width", 250, "display.max_colwidth", 80):
+        click.echo(table.fillna("").to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

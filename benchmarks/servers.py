@@ -1,0 +1,65 @@
+"""A throwaway local Label Studio for the benchmarks, on SQLite or on PostgreSQL.
+
+PostgreSQL comes from ``scripts/postgres`` (Debian's package, a cluster of its own on
+127.0.0.1), configured the way Label Studio documents it: ``DJANGO_DB=default`` and the
+``POSTGRE_*`` variables, passed to the server through ``server.start(extra_env=...)``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from label_studio_sdk import LabelStudio
+
+from sotopia_ls import server
+
+REPO = Path(__file__).resolve().parents[1]
+POSTGRES_SCRIPT = REPO / "scripts" / "postgres"
+DATABASES = ("sqlite", "postgresql")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The ``export KEY=VALUE`` lines written by ``scripts/postgres start``."""
+    lines = path.read_text().splitlines()
+    return dict(line.removeprefix("export ").split("=", 1) for line in lines if "=" in line)
+
+
+@contextmanager
+def postgres() -> Iterator[dict[str, str]]:
+    """Start a PostgreSQL cluster for one run; yields Label Studio's database settings."""
+    run = subprocess.run(
+        [str(POSTGRES_SCRIPT), "start"], check=True, capture_output=True, text=True
+    )
+    env_file = Path(run.stdout.strip())
+    try:
+        yield read_env_file(env_file)
+    finally:
+        subprocess.run([str(POSTGRES_SCRIPT), "stop", str(env_file.parent)], check=True)
+        shutil.rmtree(env_file.parent, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Running:
+    client: LabelStudio
+    pid: int  # the server process, whose memory the live-export benchmark watches
+
+
+@contextmanager
+def label_studio(database: str = "sqlite") -> Iterator[Running]:
+    """A fresh Label Studio whose data lives in a temp dir (and database)."""
+    if database not in DATABASES:
+        raise ValueError(f"database must be one of {', '.join(DATABASES)}, got {database!r}")
+    credentials = server.Credentials(
+        username="bench@example.com", password=uuid.uuid4().hex, api_key=uuid.uuid4().hex
+    )
+    with tempfile.TemporaryDirectory(prefix="sotopia-bench-") as data_dir, ExitStack() as stack:
+        settings = stack.enter_context(postgres()) if database == "postgresql" else {}
+        running = stack.enter_context(server.start(Path(data_dir), credentials, extra_env=settings))
+        yield Running(LabelStudio(base_url=running.url, api_key=credentials.api_key), running.process.pid)
