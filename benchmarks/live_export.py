@@ -3,10 +3,11 @@
 Two ways to read every task of a project with all its annotations, both streamed on our side
 (httpx chunks into ijson, one task at a time):
 
+- an export snapshot (``exports.create`` then ``exports.download``), what the exporter's
+  ``project_tasks`` reads: Label Studio serializes tasks in batches straight into a file, then
+  sends the file;
 - ``/api/projects/{id}/export`` (``exports.download_sync``): Label Studio serializes every task
-  into one Python list, then into one JSON string, before the first byte is sent;
-- an export snapshot (``exports.create`` then ``exports.download``): Label Studio serializes
-  tasks in batches straight into a file, then sends the file.
+  into one Python list, then into one JSON string, before the first byte is sent.
 
 The server's resident memory is sampled from ``/proc`` while each runs. Python seldom returns
 freed memory to the system, so the snapshot runs first: what the other way needs on top of that
@@ -97,18 +98,12 @@ def annotated_project(
     return project
 
 
-def snapshot_tasks(client: LabelStudio, project_id: int) -> Iterator[dict[str, Any]]:
-    """Every task via an export snapshot, in the same JSON objects as ``/export`` gives."""
-    snapshot = client.projects.exports.create(
-        id=project_id,
-        title="sotopia-ls benchmark",
-        serialization_options={"drafts": {"only_id": False}, "predictions": {"only_id": True}},
+def endpoint_tasks(client: LabelStudio, project_id: int) -> Iterator[dict[str, Any]]:
+    """Every task via ``/api/projects/{id}/export``, streamed on our side as the exporter did."""
+    chunks = client.projects.exports.download_sync(
+        project_id, export_type="JSON", download_all_tasks=True
     )
-    try:
-        chunks = client.projects.exports.download(project_id, snapshot.id, export_type="JSON")
-        yield from iter_tasks(chunks, origin=f"project {project_id} snapshot {snapshot.id}")
-    finally:
-        client.projects.exports.delete(project_id, snapshot.id)
+    yield from iter_tasks(chunks, origin=f"project {project_id}")
 
 
 def _measure(
@@ -130,8 +125,9 @@ def measure_live_export(
     project = annotated_project(client, shared, tasks, annotators)
     try:
         return [
-            _measure("export snapshot", pid, lambda: snapshot_tasks(client, project)),
-            _measure("/export (exporter today)", pid, lambda: project_tasks(client, project)),
+            _measure("export snapshot (the exporter)", pid,
+                     lambda: project_tasks(client, project)),
+            _measure("/export", pid, lambda: endpoint_tasks(client, project)),
         ]
     finally:
         client.projects.delete(id=project)

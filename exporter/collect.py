@@ -79,10 +79,19 @@ class Collection:
     episodes: dict[str, EpisodeInfo] = field(default_factory=dict)
     model_rows: list[tuple[str, int, str, int, str]] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
+    _annotations: pd.DataFrame | None = field(default=None, repr=False)
 
     def annotations(self) -> pd.DataFrame:
-        """One row per exported annotation: identifiers, timing and the 28 oTree fields."""
-        return pd.DataFrame(self.rows, columns=[*ANNOTATION_COLUMNS, *SCORE_FIELDS])
+        """One row per exported annotation: identifiers, timing and the 28 oTree fields.
+
+        Built once, when collecting is done; ``rows`` is then released, the frame holding the
+        same values in a fraction of the memory of their Python objects.
+        """
+        if self._annotations is None:
+            self._annotations = pd.DataFrame(self.rows,
+                                             columns=[*ANNOTATION_COLUMNS, *SCORE_FIELDS])
+            self.rows = []
+        return self._annotations
 
     def error_table(self) -> pd.DataFrame:
         return pd.DataFrame(

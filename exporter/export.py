@@ -19,6 +19,8 @@ of them are complete, so a failed run leaves no partial output.
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 import json
 import shutil
 import tempfile
@@ -26,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from label_studio_sdk import LabelStudio
@@ -35,7 +37,10 @@ from ..client import find_project
 from .collect import Collection, Tally, collect
 from .shapes import annotation_records, episode_records, evaluation_records
 from .source import annotator_emails, file_tasks, project_predictions, project_tasks
-from .tables import scores_long, scores_wide
+from .tables import scores_long, scores_long_parts, scores_wide
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 OUTPUT_FILES: tuple[str, ...] = (
     "annotations.jsonl",
@@ -48,6 +53,9 @@ OUTPUT_FILES: tuple[str, ...] = (
     "errors.jsonl",
     "summary.json",
 )
+# scores_long is written in parts of this many rows (10,000 annotations), so the table's
+# 14 rows per annotation are never all held at once.
+_LONG_PART_ROWS = 140_000
 
 
 @dataclass
@@ -83,6 +91,36 @@ class ExportResult:
     def model_scores(self) -> pd.DataFrame:
         return self.collection.model_scores()
 
+    def _write_scores_long(self, staging: Path) -> None:
+        """``scores_long.csv`` and ``.parquet``, built and written a part at a time."""
+        import pyarrow.parquet as pq
+
+        parts = (_arrow(part) for part in scores_long_parts(self.annotations, _LONG_PART_ROWS))
+        first = next(parts)
+        with pq.ParquetWriter(staging / "scores_long.parquet", first.schema) as parquet:
+
+            def written(table: pa.Table) -> pa.Table:
+                parquet.write_table(table)
+                return table
+
+            _write_csv_tables((written(t) for t in itertools.chain([first], parts)),
+                              staging / "scores_long.csv")
+
+    def _scores_wide_table(self) -> pa.Table:
+        """``scores_wide`` as Arrow, each episode's oTree ``data`` held once, not per row."""
+        import pyarrow as pa
+
+        episodes = self.collection.episodes
+        # The oTree files' first column is the unnamed row id. The data column is left empty
+        # here and replaced: a copy per annotation would be the largest column of the export.
+        table = _arrow(scores_wide(self.annotations, {}, self.model_names).reset_index(names=""))
+        codes = pd.Index(list(episodes)).get_indexer(self.annotations["episode_id"])
+        data = pa.DictionaryArray.from_arrays(
+            pa.array(codes, type=pa.int32(), mask=codes < 0),
+            pa.array([info.otree_data for info in episodes.values()], type=pa.large_string()),
+        )
+        return table.set_column(table.column_names.index("data"), "data", data)
+
     def write(self, out_dir: Path) -> list[Path]:
         """Write every output file into ``out_dir`` (created if needed); returns their paths."""
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -94,10 +132,8 @@ class ExportResult:
             # Ground-truth annotations are references for qualification, not a crowd vote.
             crowd = annotations[~annotations["ground_truth"].astype(bool)]
             _write_jsonl(staging / "episodes.jsonl", episode_records(crowd))
-            write_csv(self.scores_long, staging / "scores_long.csv")
-            self.scores_long.to_parquet(staging / "scores_long.parquet", index=False)
-            # The oTree files' first column is the unnamed row id.
-            write_csv(self.scores_wide.reset_index(names=""), staging / "scores_wide.csv")
+            self._write_scores_long(staging)
+            _write_csv_tables([self._scores_wide_table()], staging / "scores_wide.csv")
             write_csv(self.model_scores, staging / "model_scores.csv")
             _write_jsonl(staging / "errors.jsonl", (e.to_dict() for e in self.collection.errors))
             summary = asdict(self.tally) | {"balanced": self.tally.balanced}
@@ -112,17 +148,28 @@ class ExportResult:
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
     """``frame`` as CSV (quoted only where needed), through Arrow: ~10x faster than pandas."""
+    _write_csv_tables([_arrow(frame)], path)
+
+
+def _arrow(frame: pd.DataFrame) -> pa.Table:
     # pyarrow is the ``export`` extra: imported here so the package imports without it.
     import pyarrow as pa
+
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+def _write_csv_tables(tables: Iterable[pa.Table], path: Path) -> None:
+    """Consecutive Arrow tables with the same columns as one CSV file."""
     import pyarrow.csv as pa_csv
 
-    with path.open("w", encoding="utf-8", newline="") as out:
-        csv.writer(out, lineterminator="\n").writerow(frame.columns)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    with path.open("ab") as out:
-        pa_csv.write_csv(
-            table, out, pa_csv.WriteOptions(include_header=False, quoting_style="needed")
-        )
+    options = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
+    with path.open("wb") as out:
+        for number, table in enumerate(tables):
+            if number == 0:
+                header = io.StringIO()
+                csv.writer(header, lineterminator="\n").writerow(table.column_names)
+                out.write(header.getvalue().encode("utf-8"))
+            pa_csv.write_csv(table, out, options)
 
 
 def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+from ..dimensions import AGENTS, DIMENSIONS, Dimension, rating_name, reasoning_name
 
 SCORE_FIELDS: tuple[str, ...] = tuple(
     name
@@ -82,6 +82,8 @@ def _rating(value: dict[str, Any]) -> tuple[int | None, str]:
 
 def _rationale(value: dict[str, Any]) -> tuple[str | None, str]:
     text = value.get("text")
+    if isinstance(text, list) and len(text) == 1 and isinstance(text[0], str) and text[0].strip():
+        return text[0], ""  # the usual shape, one non-blank text, without the general checks
     if isinstance(text, str):
         text = [text]
     if not isinstance(text, list) or not all(isinstance(item, str) for item in text):
@@ -92,9 +94,28 @@ def _rationale(value: dict[str, Any]) -> tuple[str | None, str]:
     return joined, ""
 
 
-# (rating control, rationale control, dimension) in output order, computed once.
+def _score(value: dict[str, Any], dimension: Dimension,
+           choices: Mapping[str, int]) -> tuple[int | None, str]:
+    """The rating's score inside ``dimension``'s range, or why there is none.
+
+    ``choices`` maps each in-range score as the config writes it ("-3") to the integer: the
+    usual single choice is looked up directly, anything else takes the general path.
+    """
+    chosen = value.get("choices")
+    if isinstance(chosen, list) and len(chosen) == 1 and isinstance(chosen[0], str):
+        score = choices.get(chosen[0])
+        if score is not None:
+            return score, ""
+    score, reason = _rating(value)
+    if score is not None and not dimension.contains(score):
+        return None, f"{score} is outside {dimension.key}'s range {dimension.range_text}"
+    return score, reason
+
+
+# (rating control, rationale control, dimension, its choices) in output order, computed once.
 _CONTROLS = tuple(
-    (rating_name(d.key, agent), reasoning_name(d.key, agent), d)
+    (rating_name(d.key, agent), reasoning_name(d.key, agent), d,
+     {str(score): score for score in d.values})
     for agent in AGENTS
     for d in DIMENSIONS
 )
@@ -115,13 +136,11 @@ def read_scores(results: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tup
     controls = _controls(results if isinstance(results, list) else [])
     fields: dict[str, Any] = {}
     problems: list[tuple[str, str]] = []
-    for rating, rationale, dimension in _CONTROLS:
+    for rating, rationale, dimension, choices in _CONTROLS:
         value, reason = _one(controls.get(rating, []), "rating")
         if value is not None:
-            score, reason = _rating(value)
-            if score is not None and not dimension.contains(score):
-                reason = f"{score} is outside {dimension.key}'s range {dimension.range_text}"
-            elif score is not None:
+            score, reason = _score(value, dimension, choices)
+            if score is not None:
                 fields[rating] = score
         if reason:
             problems.append((rating, reason))

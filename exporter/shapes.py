@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,8 +54,23 @@ def reasoning_texts(annotations: pd.DataFrame) -> pd.Series:
     return text
 
 
+# Records are built a slice of annotations at a time: a slice's text turned into Python
+# objects is small, the whole table's would be several times the table.
+_SLICE_ROWS = 10_000
+
+
+def _slices(annotations: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    for start in range(0, len(annotations), _SLICE_ROWS):
+        yield annotations.iloc[start : start + _SLICE_ROWS]
+
+
 def annotation_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
     """``AnnotationForEpisode`` dicts, one per annotation; ``pk`` is the annotation id."""
+    for part in _slices(annotations):
+        yield from _annotation_records(part)
+
+
+def _annotation_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
     for pk, episode, annotator, rewards, reasoning in zip(
         annotations["annotation_id"].tolist(),
         annotations["episode_id"].tolist(),
@@ -68,6 +84,11 @@ def annotation_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
 
 def evaluation_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
     """Per annotation, each agent's ``SotopiaDimensions``: ``{dimension: [reasoning, score]}``."""
+    for part in _slices(annotations):
+        yield from _evaluation_records(part)
+
+
+def _evaluation_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
     column = {name: annotations[name].tolist() for name in annotations.columns}
     for i in range(len(annotations)):
         per_agent = {
@@ -95,11 +116,15 @@ def episode_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
     keys = annotations["episode_id"]
     means = {agent: frame.groupby(keys, sort=False).mean()
              for agent, frame in _rewards(annotations).items()}
-    annotators = annotations.groupby(keys, sort=False)["annotator_id"].agg(list)
-    reasoning = reasoning_texts(annotations).groupby(keys, sort=False).agg("\n".join)
-    for episode, names, rewards, text in zip(
-        annotators.index.tolist(), annotators.tolist(), _reward_lists(means),
-        reasoning.reindex(annotators.index).tolist(),
-    ):
+    # Grouped in one plain pass: pandas would call a Python function per episode.
+    grouped: dict[str, tuple[list[str], list[str]]] = {}
+    texts = itertools.chain.from_iterable(
+        reasoning_texts(part).tolist() for part in _slices(annotations)
+    )
+    for episode, name, text in zip(keys.tolist(), annotations["annotator_id"].tolist(), texts):
+        names, texts = grouped.setdefault(episode, ([], []))
+        names.append(name)
+        texts.append(text)
+    for (episode, (names, texts)), rewards in zip(grouped.items(), _reward_lists(means)):
         yield {"episode": episode, "annotator_count": len(names), "annotators": names,
-               "rewards": rewards, "reasoning": text}
+               "rewards": rewards, "reasoning": "\n".join(texts)}

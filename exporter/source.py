@@ -7,17 +7,20 @@ is never held in memory whole: only the task being validated is.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import ijson
 from label_studio_sdk import LabelStudio
+from label_studio_sdk.types import Export
 
 from ..client import sdk_errors
-from ..errors import InvalidInput, Problem
+from ..errors import InvalidInput, LabelStudioError, Problem
 
 _CHUNK = 1 << 16
+_POLL_SECONDS = 1.0
 
 
 class _ChunkReader:
@@ -75,18 +78,55 @@ def file_tasks(path: Path) -> Iterator[dict[str, Any]]:
         yield from iter_tasks(iter(lambda: stream.read(_CHUNK), b""), origin=str(path))
 
 
-def project_tasks(client: LabelStudio, project_id: int) -> Iterator[dict[str, Any]]:
+def _finished_snapshot(client: LabelStudio, project_id: int, snapshot: Export,
+                       timeout: float) -> Export:
+    """``snapshot`` once Label Studio has written it.
+
+    Without Redis the snapshot is written inside the create request; with Redis it is a
+    background job, polled here until it completes.
+    """
+    deadline = time.monotonic() + timeout
+    while snapshot.status != "completed":
+        if snapshot.status == "failed":
+            raise LabelStudioError(f"Label Studio failed to write export snapshot {snapshot.id} "
+                                   "(see the server's log)", project=project_id)
+        if time.monotonic() > deadline:
+            raise LabelStudioError(f"export snapshot {snapshot.id} was not written within "
+                                   f"{timeout:.0f} s (status {snapshot.status!r})",
+                                   project=project_id)
+        time.sleep(_POLL_SECONDS)
+        snapshot = client.projects.exports.get(project_id, snapshot.id)
+    return snapshot
+
+
+def project_tasks(
+    client: LabelStudio, project_id: int, *, timeout: float = 3600.0
+) -> Iterator[dict[str, Any]]:
     """Every task of a live project with all annotations (cancelled ones included) and drafts.
 
-    Uses the project's JSON export endpoint, streamed: it returns the same objects as an export
-    file, including each annotation's ``completed_by``, ``was_cancelled``, ``lead_time`` and
-    ``created_at``, and the task's ``drafts``.
+    Reads an export snapshot: Label Studio writes it to a file in batches of tasks, so neither
+    side holds the whole project (its ``/export`` endpoint builds the full list in memory
+    first). Its tasks are the objects of an export file, each annotation with ``completed_by``,
+    ``was_cancelled``, ``ground_truth``, ``lead_time`` and ``created_at``, predictions as ids.
+    The snapshot is deleted afterwards; ``timeout`` bounds waiting for a background one.
     """
     with sdk_errors("exporting the project", project=project_id):
-        chunks = client.projects.exports.download_sync(
-            project_id, export_type="JSON", download_all_tasks=True
+        snapshot = client.projects.exports.create(
+            id=project_id,
+            title="sotopia-ls export",
+            # Spelled out: a filter keeps only the kinds it sets ("usual" alone would drop
+            # skipped and ground-truth annotations).
+            annotation_filter_options={"usual": True, "ground_truth": True, "skipped": True},
+            serialization_options={"drafts": {"only_id": False},
+                                   "predictions": {"only_id": True}},
         )
-        yield from iter_tasks(chunks, origin=f"project {project_id}")
+        try:
+            snapshot = _finished_snapshot(client, project_id, snapshot, timeout)
+            chunks = client.projects.exports.download(project_id, snapshot.id,
+                                                      export_type="JSON")
+            yield from iter_tasks(chunks, origin=f"project {project_id}")
+        finally:
+            client.projects.exports.delete(project_id, snapshot.id)
 
 
 def annotator_emails(client: LabelStudio) -> dict[int, str]:

@@ -10,9 +10,10 @@ read it unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
@@ -70,25 +71,54 @@ def otree_data(data: dict[str, Any]) -> str:
 
 def scores_long(annotations: pd.DataFrame) -> pd.DataFrame:
     """One row per annotation × agent × dimension, in annotation, agent, rubric order."""
-    shared = ["episode_id", "task_id", "annotation_id", "annotator_id", "lead_time",
-              "created_at", "source_tag", "models", "ground_truth"]
-    parts = []
-    for order, (agent, key) in enumerate((a, k) for a in AGENTS for k in DIMENSION_KEYS):
-        part = annotations[shared].copy()
-        part["agent"] = agent
-        part["agent_name"] = annotations[agent_field(agent, "name")]
-        part["dimension"] = key
-        part["score"] = annotations[rating_name(key, agent)]
-        part["rationale"] = annotations[reasoning_name(key, agent)]
-        part["_order"] = order
-        parts.append(part)
-    if not parts or annotations.empty:
-        return pd.DataFrame(columns=list(LONG_COLUMNS))
-    long = pd.concat(parts, ignore_index=True)
-    long = long.sort_values(["annotation_id", "_order"], kind="stable", ignore_index=True)
-    long["score"] = long["score"].astype("int64")
-    long["lead_time"] = pd.to_numeric(long["lead_time"], errors="coerce")
-    return long[list(LONG_COLUMNS)]
+    return next(scores_long_parts(annotations))
+
+
+def scores_long_parts(
+    annotations: pd.DataFrame, rows: int | None = None
+) -> Iterator[pd.DataFrame]:
+    """``scores_long`` in consecutive parts of at most ``rows`` rows (all in one if None).
+
+    Writing part by part never holds the whole table: it is 14 rows per annotation.
+    """
+    if annotations.empty:
+        yield pd.DataFrame(columns=list(LONG_COLUMNS))
+        return
+    pairs = [(agent, key) for agent in AGENTS for key in DIMENSION_KEYS]
+
+    def stacked(columns: list[str]) -> pd.Series:
+        """One column per (agent, dimension) pair, stacked pair after pair."""
+        return pd.concat([annotations[name] for name in columns], ignore_index=True)
+
+    # The row order (annotation id, then rubric order) is found on the keys alone; each column
+    # is then taken in that order, instead of copied per pair, stacked and sorted.
+    keys = pd.DataFrame({"annotation_id": stacked(["annotation_id"] * len(pairs)),
+                         "order": np.repeat(np.arange(len(pairs)), len(annotations))})
+    order = keys.sort_values(["annotation_id", "order"], kind="stable").index.to_numpy()
+    per_pair = {
+        "agent_name": stacked([agent_field(agent, "name") for agent, _ in pairs]),
+        "score": stacked([rating_name(key, agent) for agent, key in pairs]),
+        "rationale": stacked([reasoning_name(key, agent) for agent, key in pairs]),
+    }
+    per_annotation = {name: annotations[name] for name in LONG_COLUMNS
+                      if name in annotations.columns}
+    # Converted once, so every part gets the same dtype.
+    per_annotation["lead_time"] = pd.to_numeric(annotations["lead_time"], errors="coerce")
+    agents = np.array([agent for agent, _ in pairs])
+    dimensions = pd.Series([key for _, key in pairs])
+
+    def taken(series: pd.Series, at: np.ndarray) -> pd.Series:
+        return series.take(at).reset_index(drop=True)
+
+    step = rows or len(order)
+    for start in range(0, len(order), step):
+        position = order[start : start + step]
+        row, pair = position % len(annotations), position // len(annotations)
+        columns = {name: taken(series, row) for name, series in per_annotation.items()}
+        columns |= {name: taken(series, position) for name, series in per_pair.items()}
+        columns |= {"agent": agents[pair], "dimension": taken(dimensions, pair)}
+        columns["score"] = columns["score"].astype("int64")
+        yield pd.DataFrame({name: columns[name] for name in LONG_COLUMNS})
 
 
 def scores_wide(
