@@ -18,7 +18,14 @@ from pydantic import ValidationError
 from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from ..episode import Evaluation, Judgement
 from ..tasks import EPISODE_ID, EVALUATION, agent_field
-from .records import SCORE_FIELDS, ErrorRow, annotator_of, read_scores
+from .records import (
+    PREDICTED_FIELDS,
+    SCORE_FIELDS,
+    ErrorRow,
+    annotator_of,
+    predicted_ratings,
+    read_scores,
+)
 from .tables import otree_data
 
 ANNOTATION_COLUMNS: tuple[str, ...] = (
@@ -33,6 +40,7 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "models",
     "agent_1_name",
     "agent_2_name",
+    "prediction_model_version",
 )
 MODEL_SCORE_COLUMNS: tuple[str, ...] = ("episode_id", "agent", "dimension", "score", "evaluator")
 
@@ -88,8 +96,9 @@ class Collection:
         same values in a fraction of the memory of their Python objects.
         """
         if self._annotations is None:
-            self._annotations = pd.DataFrame(self.rows,
-                                             columns=[*ANNOTATION_COLUMNS, *SCORE_FIELDS])
+            self._annotations = pd.DataFrame(
+                self.rows, columns=[*ANNOTATION_COLUMNS, *SCORE_FIELDS, *PREDICTED_FIELDS]
+            ).astype({name: "Int64" for name in PREDICTED_FIELDS})
             self.rows = []
         return self._annotations
 
@@ -158,6 +167,7 @@ def _model_rows(
 def _annotation_row(
     task_id: int, annotation: dict[str, Any], annotator: str, episode_id: str, info: EpisodeInfo
 ) -> dict[str, Any]:
+    shown = annotation.get("prediction")
     return {
         "task_id": task_id,
         "annotation_id": annotation.get("id"),
@@ -170,6 +180,8 @@ def _annotation_row(
         "models": info.models,
         "agent_1_name": info.agent_names[0],
         "agent_2_name": info.agent_names[1],
+        "prediction_model_version": str(shown.get("model_version") or "") if shown else "",
+        **{f"predicted_{name}": score for name, score in predicted_ratings(shown).items()},
     }
 
 

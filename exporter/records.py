@@ -22,6 +22,11 @@ SCORE_FIELDS: tuple[str, ...] = tuple(
     for name in (rating_name(d.key, agent), reasoning_name(d.key, agent))
 )
 
+RATING_FIELDS: tuple[str, ...] = tuple(
+    rating_name(d.key, agent) for agent in AGENTS for d in DIMENSIONS
+)
+PREDICTED_FIELDS: tuple[str, ...] = tuple(f"predicted_{name}" for name in RATING_FIELDS)
+
 _INTEGER = re.compile(r"^[+-]?\d+$")
 
 
@@ -152,3 +157,16 @@ def read_scores(results: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tup
         if reason:
             problems.append((rationale, reason))
     return fields, problems
+
+
+def predicted_ratings(prediction: Any) -> dict[str, int]:
+    """The valid ratings of the prediction an annotator was shown, by control name.
+
+    Label Studio keeps that prediction with the annotation (``prediction``; ``{}`` when none
+    was pre-filled). Its rationales and any invalid rating are ignored: only the scores are
+    compared with what the annotator submitted.
+    """
+    if not isinstance(prediction, dict) or not prediction.get("result"):
+        return {}
+    fields, _ = read_scores(prediction["result"])
+    return {name: fields[name] for name in RATING_FIELDS if name in fields}

@@ -35,6 +35,9 @@ LONG_COLUMNS: tuple[str, ...] = (
     "source_tag",
     "models",
     "ground_truth",
+    "prediction_model_version",
+    "predicted_score",
+    "changed_from_prediction",
 )
 
 # Our agent fields → oTree's personal_info keys, in oTree's order.
@@ -99,6 +102,7 @@ def scores_long_parts(
         "agent_name": stacked([agent_field(agent, "name") for agent, _ in pairs]),
         "score": stacked([rating_name(key, agent) for agent, key in pairs]),
         "rationale": stacked([reasoning_name(key, agent) for agent, key in pairs]),
+        "predicted_score": stacked([f"predicted_{rating_name(key, agent)}" for agent, key in pairs]),
     }
     per_annotation = {name: annotations[name] for name in LONG_COLUMNS
                       if name in annotations.columns}
@@ -118,6 +122,8 @@ def scores_long_parts(
         columns |= {name: taken(series, position) for name, series in per_pair.items()}
         columns |= {"agent": agents[pair], "dimension": taken(dimensions, pair)}
         columns["score"] = columns["score"].astype("int64")
+        # NA where no prediction was pre-filled for the annotator.
+        columns["changed_from_prediction"] = columns["score"].ne(columns["predicted_score"])
         yield pd.DataFrame({name: columns[name] for name in LONG_COLUMNS})
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from label_studio_sdk import LabelStudio
 from tqdm import tqdm
 
-from ..client import existing_episode_ids, import_batch
+from ..client import existing_episode_ids, import_batch, sdk_errors, set_prefill
 from ..episode import Episode
 from ..results import evaluation_prediction
 from ..tasks import episode_to_task
@@ -69,6 +69,8 @@ def push_episodes(
             import_batch(client, project_id, batch)
             batches += 1
             bar.update(len(batch))
+    if with_predictions and batches:
+        _keep_predictions_hidden_unless_shown(client, project_id)
     return PushReport(
         project_id=project_id,
         imported=len(payloads),
@@ -76,3 +78,12 @@ def push_episodes(
         with_predictions=sum("predictions" in payload for payload in payloads),
         batches=batches,
     )
+
+
+def _keep_predictions_hidden_unless_shown(client: LabelStudio, project_id: int) -> None:
+    """Label Studio points a project at the model version of predictions it imports; undo
+    that unless the project pre-fills on purpose, so annotations record no unseen prediction."""
+    with sdk_errors("reading the project settings", project=project_id):
+        shown = client.projects.get(id=project_id).show_collab_predictions
+    if not shown:
+        set_prefill(client, project_id, False)

@@ -14,14 +14,13 @@ import ipaddress
 import os
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 import tomllib
 
-from ..client import connect, find_project, sdk_errors
+from ..client import connect, find_project, sdk_errors, set_prefill
 from ..errors import LabelStudioError, SotopiaLSError
 from ..options import server_options
 from . import PROVIDERS
@@ -186,29 +185,6 @@ def request_predictions(client: Any, project_id: int) -> None:
         client.actions.create(
             id="retrieve_tasks_predictions", project=project_id, selected_items={"all": True, "excluded": []}
         )
-
-
-def set_prefill(client: Any, project_id: int, prefill: bool, version: str | None = None) -> str | None:
-    """Show annotators predictions pre-filled from ``version``, or show none.
-
-    With ``prefill`` and no ``version``, the project's predictions must all carry one model
-    version, which is then used. Returns the version shown, or None.
-    """
-    with sdk_errors("changing the prediction settings", project=project_id):
-        if not prefill:
-            client.projects.update(id=project_id, show_collab_predictions=False)
-            return None
-        if version is None:
-            versions = Counter(p.model_version for p in client.predictions.list(project=project_id))
-            if len(versions) != 1:
-                found = ", ".join(f"{v} ({n})" for v, n in versions.most_common()) or "none"
-                raise LabelStudioError(
-                    f"pick the predictions to pre-fill with --prefill-version; model versions: {found}",
-                    project=project_id,
-                )
-            (version,) = versions
-        client.projects.update(id=project_id, show_collab_predictions=True, model_version=version)
-    return version
 
 
 @click.command("connect")

@@ -7,6 +7,7 @@ passed to the SDK and nowhere else: it is never part of a message.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -118,3 +119,32 @@ def import_batch(client: LabelStudio, project_id: int, tasks: list[dict[str, Any
             id=project_id, request=tasks, return_task_ids=True
         )
     return list(response.task_ids or [])
+
+
+def set_prefill(
+    client: LabelStudio, project_id: int, prefill: bool, version: str | None = None
+) -> str | None:
+    """Show annotators predictions pre-filled from ``version``, or show none.
+
+    Label Studio stores with each submitted annotation the prediction of the project's
+    ``model_version``; turning pre-fill off also clears that version, so an annotation carries
+    a prediction only when one was shown to its annotator.
+
+    With ``prefill`` and no ``version``, the project's predictions must all carry one model
+    version, which is then used. Returns the version shown, or None.
+    """
+    with sdk_errors("changing the prediction settings", project=project_id):
+        if not prefill:
+            client.projects.update(id=project_id, show_collab_predictions=False)
+            return None
+        if version is None:
+            versions = Counter(p.model_version for p in client.predictions.list(project=project_id))
+            if len(versions) != 1:
+                found = ", ".join(f"{v} ({n})" for v, n in versions.most_common()) or "none"
+                raise LabelStudioError(
+                    f"pick the predictions to pre-fill with --prefill-version; model versions: {found}",
+                    project=project_id,
+                )
+            (version,) = versions
+        client.projects.update(id=project_id, show_collab_predictions=True, model_version=version)
+    return version
