@@ -11,23 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ..episode import Episode, Source
+from ..episode import Episode
 from .evaluation import Reward, stored_evaluation
 from .messages import Message, action_turns, context_views, merge_views
-from .records import build_episode, in_field, validate
+from .records import EpisodeLogHeader, build_episode, in_field, validate
 
 FORMAT = "episodelog"
 
 
-class EpisodeLogRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    pk: str = Field(min_length=1)
-    environment: str = ""
-    tag: str | None = ""
-    models: list[str] | None = None
+class EpisodeLogRecord(EpisodeLogHeader):
     messages: list[list[Message]]
     reasoning: str | None = ""
     rewards: list[Reward] | None = None
@@ -35,7 +27,6 @@ class EpisodeLogRecord(BaseModel):
 
 def parse_episodelog(record: Mapping[str, Any], file: str = "", label: str = "") -> Episode:
     log = validate(EpisodeLogRecord, record)
-    models = tuple(log.models or ())
     with in_field("messages"):
         scenario, agents = merge_views(context_views(log.messages))
         turns = action_turns(log.messages)
@@ -44,13 +35,8 @@ def parse_episodelog(record: Mapping[str, Any], file: str = "", label: str = "")
         scenario=scenario,
         agents=agents,
         turns=turns,
-        source=Source(
-            format=FORMAT,
-            file=file,
-            record=label,
-            tag=log.tag or "",
-            models=models,
-            environment=log.environment,
+        source=log.source(FORMAT, file, label),
+        evaluation=stored_evaluation(
+            log.rewards, log.reasoning or "", log.models[0] if log.models else ""
         ),
-        evaluation=stored_evaluation(log.rewards, log.reasoning or "", models[0] if models else ""),
     )

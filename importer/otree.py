@@ -11,23 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ..episode import Episode, Source
+from ..episode import Episode
 from .context import Profile, is_unknown_goal, parse_context, split_context
-from .records import RecordError, build_episode, in_field, validate
+from .records import EpisodeLogHeader, RecordError, build_episode, in_field, validate
 from .transcript import parse_history
 
 FORMAT = "otree"
 
 
-class OTreeRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    pk: str = Field(min_length=1)
-    environment: str = ""
-    tag: str | None = ""
-    models: list[str] | None = None
+class OTreeRecord(EpisodeLogHeader):
     rewards_prompt: str
 
 
@@ -47,12 +39,5 @@ def parse_otree(record: Mapping[str, Any], file: str = "", label: str = "") -> E
         scenario=context.scenario,
         agents=agents,
         turns=turns,
-        source=Source(
-            format=FORMAT,
-            file=file,
-            record=label,
-            tag=episode.tag or "",
-            models=tuple(episode.models or ()),
-            environment=episode.environment,
-        ),
+        source=episode.source(FORMAT, file, label),
     )

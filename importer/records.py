@@ -10,13 +10,34 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..episode import Agent, Episode, Evaluation, Source, Turn
 
 ID_FIELDS = ("pk", "episode_id")
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+class EpisodeLogHeader(BaseModel):
+    """The fields Sotopia's ``EpisodeLog`` opens with, which the oTree episode files keep too."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pk: str = Field(min_length=1)
+    environment: str = ""
+    tag: str | None = ""
+    models: list[str] | None = None
+
+    def source(self, format: str, file: str, label: str) -> Source:
+        return Source(
+            format=format,
+            file=file,
+            record=label,
+            tag=self.tag or "",
+            models=tuple(self.models or ()),
+            environment=self.environment,
+        )
 
 
 class RecordError(ValueError):
