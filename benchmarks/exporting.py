@@ -72,7 +72,7 @@ def _parse(path: Path, out_dir: Path) -> dict[str, Any]:
     tasks = annotations = 0
     for task in file_tasks(path):
         tasks += 1
-        annotations += len(task.get("annotations") or ())
+        annotations += len(task.annotations)
     return {"annotations": annotations, "tasks": tasks, "outputs": 0}
 
 

@@ -1,7 +1,7 @@
 """Live-project export: how much memory the Label Studio server needs to hand a project over.
 
 Two ways to read every task of a project with all its annotations, both streamed on our side
-(httpx chunks into ijson, one task at a time):
+(httpx chunks cut into chunks of whole tasks, each decoded by msgspec):
 
 - an export snapshot (``exports.create`` then ``exports.download``), what the exporter's
   ``project_tasks`` reads: Label Studio serializes tasks in batches straight into a file, then
@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from label_studio_sdk import LabelStudio
 
 from sotopia_ls.client import create_project
-from sotopia_ls.exporter.source import iter_tasks, project_tasks
+from sotopia_ls.exporter.source import project_tasks, tasks_of
+from sotopia_ls.exporter.wire import Task
 from sotopia_ls.importer.push import task_payload
 from sotopia_ls.results import results_from_scores
 
@@ -98,23 +98,23 @@ def annotated_project(
     return project
 
 
-def endpoint_tasks(client: LabelStudio, project_id: int) -> Iterator[dict[str, Any]]:
+def endpoint_tasks(client: LabelStudio, project_id: int) -> Iterator[Task]:
     """Every task via ``/api/projects/{id}/export``, streamed on our side as the exporter did."""
     chunks = client.projects.exports.download_sync(
         project_id, export_type="JSON", download_all_tasks=True
     )
-    yield from iter_tasks(chunks, origin=f"project {project_id}")
+    yield from tasks_of(chunks, f"project {project_id}")
 
 
 def _measure(
-    method: str, pid: int, read: Callable[[], Iterator[dict[str, Any]]]
+    method: str, pid: int, read: Callable[[], Iterator[Task]]
 ) -> LiveFigures:
     tasks = annotations = 0
     started = time.perf_counter()
     with _peak_rss(pid) as rss:
         for task in read():
             tasks += 1
-            annotations += len(task.get("annotations") or ())
+            annotations += len(task.annotations)
     seconds = time.perf_counter() - started
     return LiveFigures(method, tasks, annotations, seconds, rss[0], rss[1])
 

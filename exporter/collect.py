@@ -1,48 +1,39 @@
-"""The one pass over annotated tasks: every annotation is counted and lands in one place.
+"""The one validation pass: every annotation is counted and lands in one place.
 
-``collect`` reads tasks one at a time (from ``source``) and keeps only what the outputs need:
-one flat score row per valid annotation, error rows for refused ones, per-episode metadata, and
-the episode's model scores (its stored evaluation, else its latest prediction). The
-``Collection`` it returns turns these into DataFrames.
+An export is read as chunks of whole tasks (``chunks``); ``read_part`` turns one chunk into a
+``Part``: one flat score row per valid annotation, error rows for refused ones, each episode's
+model scores (its stored evaluation, else its latest prediction), and, when files are being
+written, the chunk's lines of the per-annotation files. Parts are independent, so they are
+made in worker processes (``parallel``) and joined, in order, into a ``Collection``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import ValidationError
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from ..episode import Evaluation, Judgement
-from ..tasks import EPISODE_ID, EVALUATION, agent_field
 from .records import (
-    PREDICTED_FIELDS,
-    SCORE_FIELDS,
     ErrorRow,
     annotator_of,
     predicted_ratings,
     read_scores,
+    scores_of,
 )
-from .tables import otree_data
+from .tables import annotation_table
+from .wire import Annotation, Data, Task, decode_tasks
 
-ANNOTATION_COLUMNS: tuple[str, ...] = (
-    "task_id",
-    "annotation_id",
-    "episode_id",
-    "annotator_id",
-    "ground_truth",
-    "lead_time",
-    "created_at",
-    "source_tag",
-    "models",
-    "agent_1_name",
-    "agent_2_name",
-    "prediction_model_version",
-)
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 MODEL_SCORE_COLUMNS: tuple[str, ...] = ("episode_id", "agent", "dimension", "score", "evaluator")
+
+ModelRow = tuple[str, int, str, int, str]
 
 
 @dataclass
@@ -69,38 +60,74 @@ class Tally:
             f"+ {self.cancelled} cancelled/skipped"
         )
 
+    def add(self, other: Tally) -> None:
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What reading a chunk needs besides its bytes (handed to each worker once)."""
+
+    origin: str
+    emails: Mapping[int, str] = field(default_factory=dict)
+    # task id → {"result", "model_version"}: model scores of tasks without a stored evaluation.
+    predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
+    # Builds a chunk's share of the output files from its score rows, their table and its
+    # episodes' task data (bytes, or an Arrow table for Parquet); None when no files are
+    # written.
+    pieces: Callable[[list[dict[str, Any]], pa.Table, dict[str, Data]],  # type: ignore[valid-type]
+                     dict[str, Any]] | None = None
+
 
 @dataclass
-class EpisodeInfo:
-    """What the outputs need of an episode, without its (large) dialogue."""
+class Part:
+    """What one chunk of tasks gives."""
 
-    agent_names: tuple[str, str]
-    source_tag: str
-    models: str
-    otree_data: str
+    tally: Tally = field(default_factory=Tally)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[ErrorRow] = field(default_factory=list)
+    # Per episode; when an episode spans chunks, the first chunk's are kept.
+    model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
+    # Each episode's task data, for the chunk's file pieces (dropped once they are built).
+    data: dict[str, Data] = field(default_factory=dict)  # type: ignore[valid-type]
+    # The chunk's share of the output files, by file name: bytes, or a table for Parquet.
+    pieces: dict[str, Any] = field(default_factory=dict)
+    # Episodes with a crowd (not ground-truth) annotation in this chunk.
+    crowd_episodes: set[str] = field(default_factory=set)
+    table: pa.Table | None = None
 
 
 @dataclass
 class Collection:
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[ErrorRow] = field(default_factory=list)
-    episodes: dict[str, EpisodeInfo] = field(default_factory=dict)
-    model_rows: list[tuple[str, int, str, int, str]] = field(default_factory=list)
+    """Parts joined in input order."""
+
     tally: Tally = field(default_factory=Tally)
-    _annotations: pd.DataFrame | None = field(default=None, repr=False)
+    tables: list[pa.Table] = field(default_factory=list)
+    errors: list[ErrorRow] = field(default_factory=list)
+    model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
+    crowd_episodes: set[str] = field(default_factory=set)
+    # Whether an episode's crowd annotations are in more than one chunk: then the chunks'
+    # episodes.jsonl lines do not aggregate it whole.
+    episodes_split: bool = False
 
-    def annotations(self) -> pd.DataFrame:
-        """One row per exported annotation: identifiers, timing and the 28 oTree fields.
+    def add(self, part: Part) -> None:
+        self.tally.add(part.tally)
+        if not self.crowd_episodes.isdisjoint(part.crowd_episodes):
+            self.episodes_split = True
+        self.crowd_episodes |= part.crowd_episodes
+        if part.table is not None:
+            self.tables.append(part.table)
+        self.errors.extend(part.errors)
+        for episode, rows in part.model_rows.items():
+            self.model_rows.setdefault(episode, rows)
 
-        Built once, when collecting is done; ``rows`` is then released, the frame holding the
-        same values in a fraction of the memory of their Python objects.
-        """
-        if self._annotations is None:
-            self._annotations = pd.DataFrame(
-                self.rows, columns=[*ANNOTATION_COLUMNS, *SCORE_FIELDS, *PREDICTED_FIELDS]
-            ).astype({name: "Int64" for name in PREDICTED_FIELDS})
-            self.rows = []
-        return self._annotations
+    def table(self) -> pa.Table:
+        """One row per exported annotation: identifiers, timing and the 28 oTree fields."""
+        import pyarrow as pa
+
+        self.tables = [pa.concat_tables(self.tables or [annotation_table([])])]
+        return self.tables[0]
 
     def error_table(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -109,25 +136,13 @@ class Collection:
         )
 
     def model_scores(self) -> pd.DataFrame:
-        """The episodes' stored model evaluation: one row per episode × agent × dimension."""
-        return pd.DataFrame(self.model_rows, columns=list(MODEL_SCORE_COLUMNS))
+        """The episodes' model evaluation: one row per episode × agent × dimension."""
+        return pd.DataFrame([row for rows in self.model_rows.values() for row in rows],
+                            columns=list(MODEL_SCORE_COLUMNS))
 
 
-def _episode_info(data: dict[str, Any]) -> EpisodeInfo:
-    models = data.get("models") or []
-    return EpisodeInfo(
-        agent_names=(
-            str(data.get(agent_field(1, "name"), "")),
-            str(data.get(agent_field(2, "name"), "")),
-        ),
-        source_tag=str(data.get("source_tag", "")),
-        models=",".join(map(str, models)) if isinstance(models, list) else str(models),
-        otree_data=otree_data(data),
-    )
-
-
-def _stored_evaluation(data: dict[str, Any], tally: Tally) -> Evaluation | None:
-    stored = data.get(EVALUATION)
+def _stored_evaluation(data: Data, tally: Tally) -> Evaluation | None:  # type: ignore[valid-type]
+    stored = data.sotopia_evaluation
     if not stored:
         return None
     try:
@@ -137,9 +152,9 @@ def _stored_evaluation(data: dict[str, Any], tally: Tally) -> Evaluation | None:
         return None
 
 
-def _predicted_evaluation(prediction: dict[str, Any] | None) -> Evaluation | None:
+def _predicted_evaluation(prediction: Any) -> Evaluation | None:
     """A prediction holding all 28 valid results, read like an annotation."""
-    if not prediction:
+    if not isinstance(prediction, dict):
         return None
     fields, problems = read_scores(prediction.get("result") or [])
     if problems:
@@ -152,9 +167,7 @@ def _predicted_evaluation(prediction: dict[str, Any] | None) -> Evaluation | Non
     return Evaluation(evaluator=str(prediction.get("model_version") or ""), agents=agents)
 
 
-def _model_rows(
-    episode_id: str, evaluation: Evaluation | None
-) -> list[tuple[str, int, str, int, str]]:
+def _model_rows(episode_id: str, evaluation: Evaluation | None) -> list[ModelRow]:
     if evaluation is None:
         return []
     return [
@@ -164,38 +177,51 @@ def _model_rows(
     ]
 
 
-def _annotation_row(
-    task_id: int, annotation: dict[str, Any], annotator: str, episode_id: str, info: EpisodeInfo
-) -> dict[str, Any]:
-    shown = annotation.get("prediction")
+def _models(models: Any) -> str:
+    return ",".join(map(str, models)) if isinstance(models, list) else str(models or "")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _task_columns(task: Task, episode_id: str) -> dict[str, Any]:
+    """The score-row columns every annotation of ``task`` shares."""
+    data = task.data
     return {
-        "task_id": task_id,
-        "annotation_id": annotation.get("id"),
+        "task_id": task.id,
         "episode_id": episode_id,
+        "source_tag": str(data.source_tag or ""),
+        "models": _models(data.models),
+        "agent_1_name": str(data.agent_1_name or ""),
+        "agent_2_name": str(data.agent_2_name or ""),
+    }
+
+
+def _annotation_columns(annotation: Annotation, annotator: str) -> dict[str, Any]:
+    shown = annotation.prediction
+    return {
+        "annotation_id": annotation.id,
         "annotator_id": annotator,
-        "ground_truth": bool(annotation.get("ground_truth")),
-        "lead_time": annotation.get("lead_time"),
-        "created_at": annotation.get("created_at"),
-        "source_tag": info.source_tag,
-        "models": info.models,
-        "agent_1_name": info.agent_names[0],
-        "agent_2_name": info.agent_names[1],
-        "prediction_model_version": str(shown.get("model_version") or "") if shown else "",
+        "ground_truth": bool(annotation.ground_truth),
+        "lead_time": _number(annotation.lead_time),
+        "created_at": None if annotation.created_at is None else str(annotation.created_at),
+        "prediction_model_version": str(shown.get("model_version") or "")
+        if isinstance(shown, dict) else "",
         **{f"predicted_{name}": score for name, score in predicted_ratings(shown).items()},
     }
 
 
-def _keep_latest_per_annotator(
-    task_rows: list[dict[str, Any]], collection: Collection
-) -> list[dict[str, Any]]:
-    """One annotation per annotator and task: the latest; earlier ones become error rows."""
+def _keep_latest_per_annotator(task_rows: list[dict[str, Any]], part: Part) -> list[dict[str, Any]]:
+    """One annotation per annotator and task: the latest; earlier ones become error rows.
+    The kept ones are returned by annotation id."""
     latest: dict[str, dict[str, Any]] = {}
     for row in sorted(task_rows, key=lambda r: r["annotation_id"] or 0):
         earlier = latest.get(row["annotator_id"])
         if earlier is not None:
-            collection.tally.duplicates += 1
-            collection.tally.rejected += 1
-            collection.errors.append(
+            part.tally.duplicates += 1
+            part.tally.rejected += 1
+            part.errors.append(
                 ErrorRow(
                     earlier["task_id"],
                     earlier["annotation_id"],
@@ -206,82 +232,66 @@ def _keep_latest_per_annotator(
                 )
             )
         latest[row["annotator_id"]] = row
-    return list(latest.values())
+    return sorted(latest.values(), key=lambda row: row["annotation_id"] or 0)
 
 
-def _latest_prediction(
-    task: dict[str, Any], predictions: Mapping[int, dict[str, Any]]
-) -> dict[str, Any] | None:
+def _latest_prediction(task: Task, settings: Settings) -> Any:
     """The task's prediction: fetched separately, or inline in exports that expand them."""
-    inline = [p for p in task.get("predictions") or [] if isinstance(p, dict)]
-    return predictions.get(task.get("id")) or (inline[-1] if inline else None)
+    inline = [p for p in task.predictions if isinstance(p, dict)]
+    return settings.predictions.get(task.id) or (inline[-1] if inline else None)
 
 
-def add_task(
-    collection: Collection,
-    task: dict[str, Any],
-    emails: Mapping[int, str],
-    predictions: Mapping[int, dict[str, Any]],
-) -> None:
-    """Validate every annotation of one exported task into ``collection``.
-
-    The episode's model scores come from the evaluation stored in the task data, else from the
-    task's latest prediction (a pre-annotation backend's judgement).
-    """
-    tally = collection.tally
+def add_task(part: Part, task: Task, settings: Settings) -> None:
+    """Validate every annotation of one exported task into ``part``."""
+    tally = part.tally
     tally.tasks += 1
-    tally.drafts += len(task.get("drafts") or [])
-    task_id = task.get("id")
-    data = task.get("data") or {}
-    episode_id = str(data.get(EPISODE_ID) or "")
-    info: EpisodeInfo | None = None
+    tally.drafts += len(task.drafts)
+    data = task.data
+    episode_id = str(data.episode_id or "")
     task_rows: list[dict[str, Any]] = []
-    for annotation in task.get("annotations") or []:
+    shared = _task_columns(task, episode_id)
+    for annotation in task.annotations:
         tally.total += 1
-        annotator = annotator_of(annotation.get("completed_by"), emails)
-        if annotation.get("was_cancelled"):
+        annotator = annotator_of(annotation.completed_by, settings.emails)
+        if annotation.was_cancelled:
             tally.cancelled += 1
             continue
-        fields, problems = read_scores(annotation.get("result") or [])
+        fields, problems = scores_of(annotation.result)
         if not episode_id:
-            problems.insert(0, (EPISODE_ID, "the task data has no episode_id"))
+            problems.insert(0, ("episode_id", "the task data has no episode_id"))
         if problems:
             tally.rejected += 1
-            collection.errors.extend(
-                ErrorRow(task_id, annotation.get("id"), annotator, name, reason)
+            part.errors.extend(
+                ErrorRow(task.id, annotation.id, annotator, name, reason)
                 for name, reason in problems
             )
             continue
-        if info is None:
-            info = collection.episodes.get(episode_id) or _episode_info(data)
-        task_rows.append(_annotation_row(task_id, annotation, annotator, episode_id, info) | fields)
-    if info is None:
+        fields.update(shared)
+        fields.update(_annotation_columns(annotation, annotator))
+        task_rows.append(fields)
+    if not task_rows:
         return
-    if episode_id not in collection.episodes:
-        collection.episodes[episode_id] = info
+    if episode_id not in part.data:
+        part.data[episode_id] = data
         evaluation = _stored_evaluation(data, tally) or _predicted_evaluation(
-            _latest_prediction(task, predictions)
+            _latest_prediction(task, settings)
         )
-        collection.model_rows.extend(_model_rows(episode_id, evaluation))
-    kept = _keep_latest_per_annotator(task_rows, collection)
+        part.model_rows[episode_id] = _model_rows(episode_id, evaluation)
+    kept = _keep_latest_per_annotator(task_rows, part)
     tally.exported += len(kept)
     tally.ground_truth += sum(row["ground_truth"] for row in kept)
-    collection.rows.extend(kept)
+    part.rows.extend(kept)
 
 
-def collect(
-    tasks: Iterable[dict[str, Any]],
-    emails: Mapping[int, str] | None = None,
-    predictions: Mapping[int, dict[str, Any]] | None = None,
-) -> Collection:
-    """Validate every annotation of ``tasks`` (Label Studio export objects) in one pass.
-
-    ``emails`` maps Label Studio user ids to emails; the annotator id of a record is the email
-    when known, else ``user-<id>``. ``predictions`` (task id → ``result``, ``model_version``)
-    supplies model scores for tasks without a stored evaluation.
-    """
-    collection = Collection()
-    for task in tasks:
-        add_task(collection, task, emails or {}, predictions or {})
-    return collection
-
+def read_part(chunk: bytes, settings: Settings) -> Part:
+    """Decode and validate one chunk of tasks; with ``settings.pieces``, make its share of the
+    output files."""
+    part = Part()
+    for task in decode_tasks(chunk, settings.origin):
+        add_task(part, task, settings)
+    part.table = annotation_table(part.rows)
+    part.crowd_episodes = {row["episode_id"] for row in part.rows if not row["ground_truth"]}
+    if settings.pieces is not None:
+        part.pieces = settings.pieces(part.rows, part.table, part.data)
+    part.rows, part.data = [], {}
+    return part

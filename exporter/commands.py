@@ -17,7 +17,8 @@ import pandas as pd
 from ..client import connect
 from ..errors import SotopiaLSError
 from ..options import server_options
-from .export import ExportResult, export_file, export_project
+from .export import ExportResult, Reading, export_file, export_project
+from .parallel import default_workers
 from .source import annotator_emails
 
 _SHOWN_ERRORS = 10
@@ -46,6 +47,9 @@ def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
                      required=True, help="Folder to write into (created if missing)."),
+        click.option("--workers", type=click.IntRange(min=1), default=default_workers(),
+                     show_default="one per CPU, at most 8",
+                     help="Processes that decode and validate the export in parallel."),
     ]
     for decorator in reversed(decorators):
         command = decorator(command)
@@ -77,7 +81,7 @@ def _export_extra() -> Iterator[None]:
 
 def _read(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    model_names: tuple[str, ...], with_predictions: bool, output: Path | None,
+    model_names: tuple[str, ...], with_predictions: bool, output: Path | None, workers: int,
 ) -> ExportResult:
     names = _model_names(model_names)
     if (project is None) == (from_file is None):
@@ -85,9 +89,11 @@ def _read(
     with _export_extra():
         if from_file is not None:
             emails = annotator_emails(connect(url, api_key)) if url and api_key else {}
-            return export_file(from_file, output, emails=emails, model_names=names)
+            return export_file(from_file, output, emails=emails, model_names=names,
+                               reading=Reading(workers), progress=True)
         return export_project(connect(url, api_key), project, output, model_names=names,
-                              with_predictions=with_predictions)
+                              with_predictions=with_predictions, reading=Reading(workers),
+                              progress=True)
 
 
 def _echo_tally(result: ExportResult) -> None:
@@ -117,7 +123,7 @@ def _echo_tally(result: ExportResult) -> None:
 @_source_options
 def export_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    model_names: tuple[str, ...], with_predictions: bool, output: Path,
+    model_names: tuple[str, ...], with_predictions: bool, output: Path, workers: int,
 ) -> None:
     """Validate every annotation and write the scores in Sotopia's formats.
 
@@ -134,7 +140,8 @@ def export_command(
 
         sotopia-ls export --from-file project-1-export.json -o results/
     """
-    result = _read(project, from_file, url, api_key, model_names, with_predictions, output)
+    result = _read(project, from_file, url, api_key, model_names, with_predictions, output,
+                   workers)
     _echo_tally(result)
     click.echo(f"wrote {output}/ ({result.tally.exported} annotation(s))")
 
@@ -167,7 +174,8 @@ def _reference(path: Path | None) -> pd.DataFrame | None:
 )
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    model_names: tuple[str, ...], with_predictions: bool, output: Path, reference: Path | None,
+    model_names: tuple[str, ...], with_predictions: bool, output: Path, workers: int,
+    reference: Path | None,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
@@ -183,7 +191,8 @@ def report_command(
     """
     with _export_extra():
         from .report import build_report
-    result = _read(project, from_file, url, api_key, model_names, with_predictions, None)
+    result = _read(project, from_file, url, api_key, model_names, with_predictions, None,
+                   workers)
     _echo_tally(result)
     with _export_extra():
         report = build_report(result.scores_long, result.model_scores, result.tally,

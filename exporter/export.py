@@ -19,25 +19,41 @@ of them are complete, so a failed run leaves no partial output.
 from __future__ import annotations
 
 import csv
+import gc
 import io
-import itertools
 import json
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
-from functools import cached_property
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pandas as pd
 from label_studio_sdk import LabelStudio
+from tqdm.auto import tqdm
 
 from ..client import find_project
-from .collect import Collection, Tally, collect
+from .chunks import CHUNK_BYTES, task_chunks
+from .collect import Collection, Settings, Tally
+from .parallel import default_workers, read_parts
 from .shapes import annotation_records, episode_records, evaluation_records
-from .source import annotator_emails, file_tasks, project_predictions, project_tasks
-from .tables import scores_long, scores_long_parts, scores_wide
+from .source import annotator_emails, file_pieces, project_pieces, project_predictions
+from .tables import (
+    LONG_COLUMNS,
+    WIDE_COLUMNS,
+    annotation_table,
+    frame,
+    long_table,
+    otree_data,
+    scores_long,
+    wide_table,
+    with_pandas_types,
+)
+from .wire import Data
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,9 +69,11 @@ OUTPUT_FILES: tuple[str, ...] = (
     "errors.jsonl",
     "summary.json",
 )
-# scores_long is written in parts of this many rows (10,000 annotations), so the table's
-# 14 rows per annotation are never all held at once.
-_LONG_PART_ROWS = 140_000
+# Written a chunk at a time, from what the worker that read the chunk made of it, in order.
+CHUNK_FILES: tuple[str, ...] = (
+    "annotations.jsonl", "evaluations.jsonl", "episodes.jsonl", "scores_long.csv",
+    "scores_wide.csv",
+)
 
 
 @dataclass
@@ -63,25 +81,24 @@ class ExportResult:
     """The validated annotations as DataFrames, with the counts that account for all of them."""
 
     collection: Collection
-    model_names: Mapping[str, str] | None = None
 
     @property
     def tally(self) -> Tally:
         return self.collection.tally
 
     @cached_property
+    def table(self) -> pa.Table:
+        """The annotations as Arrow (what ``annotations`` converts)."""
+        return self.collection.table()
+
+    @cached_property
     def annotations(self) -> pd.DataFrame:
         """One row per exported annotation (identifiers, timing, the 28 oTree fields)."""
-        return self.collection.annotations()
+        return frame(self.table)
 
     @cached_property
     def scores_long(self) -> pd.DataFrame:
-        return scores_long(self.annotations)
-
-    @cached_property
-    def scores_wide(self) -> pd.DataFrame:
-        otree = {key: info.otree_data for key, info in self.collection.episodes.items()}
-        return scores_wide(self.annotations, otree, self.model_names)
+        return scores_long(self.table)
 
     @cached_property
     def errors(self) -> pd.DataFrame:
@@ -91,104 +108,156 @@ class ExportResult:
     def model_scores(self) -> pd.DataFrame:
         return self.collection.model_scores()
 
-    def _write_scores_long(self, staging: Path) -> None:
-        """``scores_long.csv`` and ``.parquet``, built and written a part at a time."""
-        import pyarrow.parquet as pq
+    def write_rest(self, staging: Path) -> None:
+        """The files made from all annotations at once (the others are written per chunk)."""
+        if self.collection.episodes_split:
+            write_jsonl(episode_records(_crowd(self.table)), staging / "episodes.jsonl")
+        write_csv(self.model_scores, staging / "model_scores.csv")
+        write_jsonl((e.to_dict() for e in self.collection.errors), staging / "errors.jsonl")
+        summary = asdict(self.tally) | {"balanced": self.tally.balanced}
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
-        parts = (_arrow(part) for part in scores_long_parts(self.annotations, _LONG_PART_ROWS))
-        first = next(parts)
-        with pq.ParquetWriter(staging / "scores_long.parquet", first.schema) as parquet:
 
-            def written(table: pa.Table) -> pa.Table:
-                parquet.write_table(table)
-                return table
+def _crowd(annotations: pa.Table) -> pd.DataFrame:
+    """Annotations that vote: ground-truth ones are references for qualification."""
+    import pyarrow.compute as pc
 
-            _write_csv_tables((written(t) for t in itertools.chain([first], parts)),
-                              staging / "scores_long.csv")
+    return frame(annotations.filter(pc.invert(annotations.column("ground_truth"))))
 
-    def _scores_wide_table(self) -> pa.Table:
-        """``scores_wide`` as Arrow, each episode's oTree ``data`` held once, not per row."""
-        import pyarrow as pa
 
-        episodes = self.collection.episodes
-        # The oTree files' first column is the unnamed row id. The data column is left empty
-        # here and replaced: a copy per annotation would be the largest column of the export.
-        table = _arrow(scores_wide(self.annotations, {}, self.model_names).reset_index(names=""))
-        codes = pd.Index(list(episodes)).get_indexer(self.annotations["episode_id"])
-        data = pa.DictionaryArray.from_arrays(
-            pa.array(codes, type=pa.int32(), mask=codes < 0),
-            pa.array([info.otree_data for info in episodes.values()], type=pa.large_string()),
-        )
-        return table.set_column(table.column_names.index("data"), "data", data)
+def jsonl(records: Iterable[dict[str, Any]]) -> bytes:
+    return b"".join(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+                    for record in records)
 
-    def write(self, out_dir: Path) -> list[Path]:
-        """Write every output file into ``out_dir`` (created if needed); returns their paths."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        annotations = self.annotations
-        with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
-            staging = Path(tmp)
-            _write_jsonl(staging / "annotations.jsonl", annotation_records(annotations))
-            _write_jsonl(staging / "evaluations.jsonl", evaluation_records(annotations))
-            # Ground-truth annotations are references for qualification, not a crowd vote.
-            crowd = annotations[~annotations["ground_truth"].astype(bool)]
-            _write_jsonl(staging / "episodes.jsonl", episode_records(crowd))
-            self._write_scores_long(staging)
-            _write_csv_tables([self._scores_wide_table()], staging / "scores_wide.csv")
-            write_csv(self.model_scores, staging / "model_scores.csv")
-            _write_jsonl(staging / "errors.jsonl", (e.to_dict() for e in self.collection.errors))
-            summary = asdict(self.tally) | {"balanced": self.tally.balanced}
-            (staging / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-            written = []
-            for name in OUTPUT_FILES:
-                target = out_dir / name
-                shutil.move(staging / name, target)
-                written.append(target)
-        return written
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> None:
+    with path.open("wb") as out:
+        for record in records:
+            out.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
     """``frame`` as CSV (quoted only where needed), through Arrow: ~10x faster than pandas."""
-    _write_csv_tables([_arrow(frame)], path)
-
-
-def _arrow(frame: pd.DataFrame) -> pa.Table:
-    # pyarrow is the ``export`` extra: imported here so the package imports without it.
     import pyarrow as pa
 
-    return pa.Table.from_pandas(frame, preserve_index=False)
+    with path.open("wb") as out:
+        out.write(csv_header(frame.columns))
+        out.write(csv_rows(pa.Table.from_pandas(frame, preserve_index=False)))
 
 
-def _write_csv_tables(tables: Iterable[pa.Table], path: Path) -> None:
-    """Consecutive Arrow tables with the same columns as one CSV file."""
+def csv_header(columns: Iterable[str]) -> bytes:
+    header = io.StringIO()
+    csv.writer(header, lineterminator="\n").writerow(columns)
+    return header.getvalue().encode("utf-8")
+
+
+def csv_rows(table: pa.Table) -> bytes:
     import pyarrow.csv as pa_csv
 
-    options = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
-    with path.open("wb") as out:
-        for number, table in enumerate(tables):
-            if number == 0:
-                header = io.StringIO()
-                csv.writer(header, lineterminator="\n").writerow(table.column_names)
-                out.write(header.getvalue().encode("utf-8"))
-            pa_csv.write_csv(table, out, options)
+    out = io.BytesIO()
+    pa_csv.write_csv(table, out, pa_csv.WriteOptions(include_header=False,
+                                                     quoting_style="needed"))
+    return out.getvalue()
 
 
-def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as out:
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+def chunk_pieces(
+    rows: list[dict[str, Any]], table: pa.Table,
+    data: Mapping[str, Data],  # type: ignore[valid-type]
+    model_names: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One chunk's share of ``CHUNK_FILES`` (bytes), and its ``scores_long`` as Arrow, for the
+    Parquet file. Its ``episodes.jsonl`` lines hold the whole episode unless the episode has
+    crowd annotations in another chunk too (``Collection.episodes_split``)."""
+    otree = {episode: otree_data(task_data) for episode, task_data in data.items()}
+    long = long_table(table)
+    return {
+        "annotations.jsonl": jsonl(annotation_records(rows)),
+        "evaluations.jsonl": jsonl(evaluation_records(rows)),
+        "episodes.jsonl": jsonl(episode_records(_crowd(table))),
+        "scores_long.csv": csv_rows(long),
+        "scores_wide.csv": csv_rows(wide_table(table, otree, model_names)),
+        "scores_long.parquet": long,
+    }
 
 
-def _finish(
-    tasks: Iterator[dict[str, Any]],
-    emails: Mapping[int, str],
+@dataclass(frozen=True)
+class Reading:
+    """How an export is read: ``workers`` processes (default one per CPU, at most 8), each
+    given chunks of about ``chunk_bytes`` of whole tasks."""
+
+    workers: int = field(default_factory=default_workers)
+    chunk_bytes: int = CHUNK_BYTES
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The export builds millions of objects that all live to the end; the cyclic garbage
+    collector would rescan them again and again (a sixth of the export's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_all(
+    pieces: Iterable[bytes], settings: Settings, reading: Reading, staging: Path | None,
+) -> Collection:
+    """Every chunk's part joined; with ``staging``, the output files written there."""
+    import pyarrow.parquet as pq
+
+    collection = Collection()
+    outputs = {}
+    with ExitStack() as stack:
+        if staging is not None:
+            outputs = {name: staging / name for name in CHUNK_FILES}
+            headers = {"scores_long.csv": csv_header(LONG_COLUMNS),
+                       "scores_wide.csv": csv_header(WIDE_COLUMNS)}
+            for name, path in outputs.items():
+                path.write_bytes(headers.get(name, b""))
+            schema = with_pandas_types(long_table(annotation_table([]))).schema
+            parquet = stack.enter_context(pq.ParquetWriter(staging / "scores_long.parquet",
+                                                           schema))
+        chunks = task_chunks(pieces, origin=settings.origin, size=reading.chunk_bytes)
+        for part in read_parts(chunks, settings, reading.workers, outputs):
+            if "scores_long.parquet" in part.pieces:
+                parquet.write_table(part.pieces.pop("scores_long.parquet").replace_schema_metadata(
+                    schema.metadata))
+            collection.add(part)
+    return collection
+
+
+def _export(
+    pieces: Iterable[bytes],
+    settings: Settings,
     out_dir: Path | None,
     model_names: Mapping[str, str] | None,
-    predictions: Mapping[int, dict[str, Any]] | None = None,
+    reading: Reading,
 ) -> ExportResult:
-    result = ExportResult(collect(tasks, emails, predictions), model_names)
-    if out_dir is not None:
-        result.write(out_dir)
-    return result
+    """Read every chunk; with ``out_dir``, write every file to a staging folder inside it and
+    move them into place only when all are complete, so a failed run leaves no partial output."""
+    with _collector_paused():
+        if out_dir is None:
+            return ExportResult(_read_all(pieces, settings, reading, None))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
+            staging = Path(tmp)
+            settings = Settings(settings.origin, settings.emails, settings.predictions,
+                                partial(chunk_pieces, model_names=model_names))
+            result = ExportResult(_read_all(pieces, settings, reading, staging))
+            result.write_rest(staging)
+            for name in OUTPUT_FILES:
+                shutil.move(staging / name, out_dir / name)
+        return result
+
+
+def _progress(pieces: Iterable[bytes], total: int | None, shown: bool) -> Iterator[bytes]:
+    with tqdm(total=total, unit="B", unit_scale=True, desc="export", disable=not shown) as bar:
+        for piece in pieces:
+            bar.update(len(piece))
+            yield piece
 
 
 def export_project(
@@ -198,16 +267,22 @@ def export_project(
     *,
     model_names: Mapping[str, str] | None = None,
     with_predictions: bool = False,
+    reading: Reading = Reading(),
+    progress: bool = False,
 ) -> ExportResult:
     """Validate and export every annotation of a live project (given by id or exact title).
 
     ``with_predictions`` also fetches the project's predictions, the model scores of tasks
     that carry no stored evaluation (e.g. judgements of a pre-annotation backend).
+    ``reading`` sets the worker processes and chunk size; ``progress`` shows a bar.
     """
     project_id = find_project(client, project).id
-    predictions = project_predictions(client, project_id) if with_predictions else None
-    return _finish(project_tasks(client, project_id), annotator_emails(client), out_dir,
-                   model_names, predictions)
+    settings = Settings(
+        f"project {project_id}", annotator_emails(client),
+        project_predictions(client, project_id) if with_predictions else {},
+    )
+    pieces = _progress(project_pieces(client, project_id), None, progress)
+    return _export(pieces, settings, out_dir, model_names, reading)
 
 
 def export_file(
@@ -216,10 +291,14 @@ def export_file(
     *,
     emails: Mapping[int, str] | None = None,
     model_names: Mapping[str, str] | None = None,
+    reading: Reading = Reading(),
+    progress: bool = False,
 ) -> ExportResult:
     """Validate and export a Label Studio JSON export file, read as a stream.
 
     Exports name annotators by user id; pass ``emails`` (e.g. ``annotator_emails(client)``) to
-    record emails instead of ``user-<id>``.
+    record emails instead of ``user-<id>``. ``reading`` sets the worker processes and chunk
+    size; ``progress`` shows a bar.
     """
-    return _finish(file_tasks(path), emails or {}, out_dir, model_names)
+    pieces = _progress(file_pieces(path), path.stat().st_size, progress)
+    return _export(pieces, Settings(str(path), emails or {}), out_dir, model_names, reading)

@@ -1,8 +1,8 @@
 """Where annotated tasks come from: a live project or a Label Studio JSON export file.
 
-Both are read as a stream of task objects in Label Studio's JSON export format (each task with
-its ``data``, ``annotations`` and ``drafts``), parsed incrementally with ijson so a large export
-is never held in memory whole: only the task being validated is.
+Both are read as a stream of bytes in Label Studio's JSON export format (a list of tasks, each
+with its ``data``, ``annotations`` and ``drafts``), cut into chunks of whole tasks
+(``chunks.task_chunks``) so a large export is never held in memory whole.
 """
 
 from __future__ import annotations
@@ -12,70 +12,32 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import ijson
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.types import Export
 
 from ..client import sdk_errors
-from ..errors import InvalidInput, LabelStudioError, Problem
+from ..errors import LabelStudioError
+from .chunks import CHUNK_BYTES, task_chunks
+from .wire import Task, decode_tasks
 
-_CHUNK = 1 << 16
 _POLL_SECONDS = 1.0
 
 
-class _ChunkReader:
-    """A read-only file over an iterator of byte chunks (a download, or a file read in blocks)."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks = iter(chunks)
-        self._pending = b""
-
-    def _fill(self, size: int) -> None:
-        while size < 0 or len(self._pending) < size:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return
-            self._pending += chunk
-
-    def first_byte(self) -> bytes:
-        """The first non-blank byte, left unread."""
-        while not self._pending.lstrip():
-            before = len(self._pending)
-            self._fill(before + 1)
-            if len(self._pending) == before:
-                return b""
-        return self._pending.lstrip()[:1]
-
-    def read(self, size: int = -1) -> bytes:
-        self._fill(size)
-        cut = len(self._pending) if size < 0 else size
-        data, self._pending = self._pending[:cut], self._pending[cut:]
-        return data
-
-
-def iter_tasks(chunks: Iterable[bytes], *, origin: str = "export") -> Iterator[dict[str, Any]]:
-    """Each task of a JSON export (a top-level list) as soon as it is parsed from ``chunks``."""
-    reader = _ChunkReader(chunks)
-    if reader.first_byte() != b"[":
-        raise InvalidInput([Problem(origin, "", "not a Label Studio JSON export: "
-                                                "expected a list of tasks")])
-    try:
-        # items() runs wholly in ijson's C backend; its push-style coroutine API builds
-        # objects in Python and is several times slower.
-        for number, task in enumerate(ijson.items(reader, "item", use_float=True,
-                                                  buf_size=_CHUNK)):
-            if not isinstance(task, dict):
-                raise InvalidInput([Problem(origin, str(number), "not a task object")])
-            yield task
-    except ijson.JSONError as exc:
-        reason = f"not a Label Studio JSON export: {str(exc).splitlines()[0]}"
-        raise InvalidInput([Problem(origin, "", reason)]) from exc
-
-
-def file_tasks(path: Path) -> Iterator[dict[str, Any]]:
-    """Tasks of a Label Studio JSON export file (``Export → JSON`` in the UI)."""
+def file_pieces(path: Path, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """A file's bytes, ``size`` at a time."""
     with path.open("rb") as stream:
-        yield from iter_tasks(iter(lambda: stream.read(_CHUNK), b""), origin=str(path))
+        yield from iter(lambda: stream.read(size), b"")
+
+
+def tasks_of(pieces: Iterable[bytes], origin: str) -> Iterator[Task]:
+    """Each task of a JSON export's bytes, decoded a chunk at a time (in this process)."""
+    for chunk in task_chunks(pieces, origin=origin):
+        yield from decode_tasks(chunk, origin)
+
+
+def file_tasks(path: Path) -> Iterator[Task]:
+    """Tasks of a Label Studio JSON export file (``Export → JSON`` in the UI)."""
+    return tasks_of(file_pieces(path), str(path))
 
 
 def _finished_snapshot(client: LabelStudio, project_id: int, snapshot: Export,
@@ -99,10 +61,11 @@ def _finished_snapshot(client: LabelStudio, project_id: int, snapshot: Export,
     return snapshot
 
 
-def project_tasks(
+def project_pieces(
     client: LabelStudio, project_id: int, *, timeout: float = 3600.0
-) -> Iterator[dict[str, Any]]:
-    """Every task of a live project with all annotations (cancelled ones included) and drafts.
+) -> Iterator[bytes]:
+    """The bytes of every task of a live project with all annotations (cancelled ones
+    included) and drafts.
 
     Reads an export snapshot: Label Studio writes it to a file in batches of tasks, so neither
     side holds the whole project (its ``/export`` endpoint builds the full list in memory
@@ -122,11 +85,15 @@ def project_tasks(
         )
         try:
             snapshot = _finished_snapshot(client, project_id, snapshot, timeout)
-            chunks = client.projects.exports.download(project_id, snapshot.id,
-                                                      export_type="JSON")
-            yield from iter_tasks(chunks, origin=f"project {project_id}")
+            yield from client.projects.exports.download(project_id, snapshot.id,
+                                                         export_type="JSON")
         finally:
             client.projects.exports.delete(project_id, snapshot.id)
+
+
+def project_tasks(client: LabelStudio, project_id: int) -> Iterator[Task]:
+    """Tasks of a live project, read from an export snapshot (``project_pieces``)."""
+    return tasks_of(project_pieces(client, project_id), f"project {project_id}")
 
 
 def annotator_emails(client: LabelStudio) -> dict[int, str]:

@@ -9,17 +9,38 @@ read it unchanged.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Mapping
+from functools import cache
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from ..tasks import AGENTS_KEY, DIALOGUE, agent_field
-from .records import SCORE_FIELDS
+from .records import PREDICTED_FIELDS, RATING_FIELDS, SCORE_FIELDS
+from .wire import Data
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+ANNOTATION_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "annotation_id",
+    "episode_id",
+    "annotator_id",
+    "ground_truth",
+    "lead_time",
+    "created_at",
+    "source_tag",
+    "models",
+    "agent_1_name",
+    "agent_2_name",
+    "prediction_model_version",
+)
+ROW_COLUMNS: tuple[str, ...] = (*ANNOTATION_COLUMNS, *SCORE_FIELDS, *PREDICTED_FIELDS)
 LONG_COLUMNS: tuple[str, ...] = (
     "episode_id",
     "task_id",
@@ -39,28 +60,56 @@ LONG_COLUMNS: tuple[str, ...] = (
     "predicted_score",
     "changed_from_prediction",
 )
+# The oTree files' first column is the unnamed row id (here the annotation id).
+WIDE_COLUMNS: tuple[str, ...] = ("", "model", "pk", "data", "prolific_id", *SCORE_FIELDS)
+
+_PAIRS = [(agent, key) for agent in AGENTS for key in DIMENSION_KEYS]
+
+
+@cache
+def annotation_schema() -> pa.Schema:
+    """Column types of the annotation table, fixed so that every chunk's table has them."""
+    import pyarrow as pa  # the ``export`` extra: imported when used
+
+    types: dict[str, pa.DataType] = {
+        "task_id": pa.int64(), "annotation_id": pa.int64(), "ground_truth": pa.bool_(),
+        "lead_time": pa.float64(),
+    }
+    types |= {name: pa.int64() for name in (*RATING_FIELDS, *PREDICTED_FIELDS)}
+    return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])
+
+
+def annotation_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Score rows (dicts with ``ROW_COLUMNS``; missing predictions are null) as Arrow."""
+    import pyarrow as pa
+
+    schema = annotation_schema()
+    # Every row has the other columns; predictions only where one was shown.
+    present = ROW_COLUMNS[: -len(PREDICTED_FIELDS)]
+    columns = list(zip(*map(itemgetter(*present), rows))) or [()] * len(present)
+    columns += [[row.get(name) for row in rows] for name in PREDICTED_FIELDS]
+    return pa.table([pa.array(values, type=field.type) for values, field in zip(columns, schema)],
+                    schema=schema)
+
 
 # Our agent fields → oTree's personal_info keys, in oTree's order.
 _OTREE_PROFILE = {"age": "age", "occupation": "profession", "pronouns": "pronouns",
                   "interests": "interests", "personality": "personality", "secret": "secrets"}
 
 
-def otree_data(data: dict[str, Any]) -> str:
+def otree_data(data: Data) -> str:  # type: ignore[valid-type]
     """The oTree app's ``data`` JSON for one task: scenario, names, profiles, goals, turns."""
-    agents = [agent for agent in data.get(AGENTS_KEY) or [] if isinstance(agent, dict)]
+    agents = [agent for agent in getattr(data, AGENTS_KEY) or [] if isinstance(agent, dict)]
     names = [str(agent.get("name", "")) for agent in agents]
     personal_info = {
         name: {"name": name, **{otree: agent.get(ours, "") for ours, otree in _OTREE_PROFILE.items()}}
         for name, agent in zip(names, agents)
     }
-    turns = [
-        {"speaker": str(turn.get("speaker", "")), "dialogue": str(turn.get("utterance", ""))}
-        for turn in data.get(DIALOGUE) or []
-        if isinstance(turn, dict)
-    ]
-    return json.dumps(
+    turns = [{"speaker": str(turn.speaker), "dialogue": str(turn.utterance)}
+             for turn in getattr(data, DIALOGUE)]
+    return orjson.dumps(
         {
-            "scenario": str(data.get("scenario", "")),
+            "scenario": str(data.scenario),
             "names": names,
             "personal_info": personal_info,
             "social_goal": {
@@ -68,84 +117,93 @@ def otree_data(data: dict[str, Any]) -> str:
             },
             "parsed_conversation": turns,
         },
-        ensure_ascii=False,
-    )
+    ).decode()
 
 
-def scores_long(annotations: pd.DataFrame) -> pd.DataFrame:
-    """One row per annotation × agent × dimension, in annotation, agent, rubric order."""
-    return next(scores_long_parts(annotations))
+def _interleaved(table: pa.Table, columns: list[str]) -> pa.Array:
+    """``columns`` read row by row: row 0's values in column order, then row 1's …"""
+    import pyarrow as pa
+
+    n = table.num_rows
+    stacked = pa.concat_arrays([table.column(name).combine_chunks() for name in columns])
+    return stacked.take(pa.array(np.arange(n * len(columns)).reshape(len(columns), n).T.ravel()))
 
 
-def scores_long_parts(
-    annotations: pd.DataFrame, rows: int | None = None
-) -> Iterator[pd.DataFrame]:
-    """``scores_long`` in consecutive parts of at most ``rows`` rows (all in one if None).
+def long_table(annotations: pa.Table) -> pa.Table:
+    """``scores_long``: one row per annotation × agent × dimension, in annotation order, then
+    agent, then rubric order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    Writing part by part never holds the whole table: it is 14 rows per annotation.
-    """
-    if annotations.empty:
-        yield pd.DataFrame(columns=list(LONG_COLUMNS))
-        return
-    pairs = [(agent, key) for agent in AGENTS for key in DIMENSION_KEYS]
-
-    def stacked(columns: list[str]) -> pd.Series:
-        """One column per (agent, dimension) pair, stacked pair after pair."""
-        return pd.concat([annotations[name] for name in columns], ignore_index=True)
-
-    # The row order (annotation id, then rubric order) is found on the keys alone; each column
-    # is then taken in that order, instead of copied per pair, stacked and sorted.
-    keys = pd.DataFrame({"annotation_id": stacked(["annotation_id"] * len(pairs)),
-                         "order": np.repeat(np.arange(len(pairs)), len(annotations))})
-    order = keys.sort_values(["annotation_id", "order"], kind="stable").index.to_numpy()
-    per_pair = {
-        "agent_name": stacked([agent_field(agent, "name") for agent, _ in pairs]),
-        "score": stacked([rating_name(key, agent) for agent, key in pairs]),
-        "rationale": stacked([reasoning_name(key, agent) for agent, key in pairs]),
-        "predicted_score": stacked([f"predicted_{rating_name(key, agent)}" for agent, key in pairs]),
+    n = annotations.num_rows
+    each = pa.array(np.repeat(np.arange(n), len(_PAIRS)))
+    columns: dict[str, Any] = {
+        name: annotations.column(name).take(each)
+        for name in LONG_COLUMNS if name in annotations.column_names
     }
-    per_annotation = {name: annotations[name] for name in LONG_COLUMNS
-                      if name in annotations.columns}
-    # Converted once, so every part gets the same dtype.
-    per_annotation["lead_time"] = pd.to_numeric(annotations["lead_time"], errors="coerce")
-    agents = np.array([agent for agent, _ in pairs])
-    dimensions = pd.Series([key for _, key in pairs])
-
-    def taken(series: pd.Series, at: np.ndarray) -> pd.Series:
-        return series.take(at).reset_index(drop=True)
-
-    step = rows or len(order)
-    for start in range(0, len(order), step):
-        position = order[start : start + step]
-        row, pair = position % len(annotations), position // len(annotations)
-        columns = {name: taken(series, row) for name, series in per_annotation.items()}
-        columns |= {name: taken(series, position) for name, series in per_pair.items()}
-        columns |= {"agent": agents[pair], "dimension": taken(dimensions, pair)}
-        columns["score"] = columns["score"].astype("int64")
-        # NA where no prediction was pre-filled for the annotator.
-        columns["changed_from_prediction"] = columns["score"].ne(columns["predicted_score"])
-        yield pd.DataFrame({name: columns[name] for name in LONG_COLUMNS})
+    columns["agent"] = pa.array(np.tile([agent for agent, _ in _PAIRS], n))
+    columns["dimension"] = pa.array(np.tile([key for _, key in _PAIRS], n), type=pa.string())
+    columns["agent_name"] = _interleaved(annotations, [agent_field(a, "name") for a, _ in _PAIRS])
+    columns["score"] = _interleaved(annotations, [rating_name(k, a) for a, k in _PAIRS])
+    columns["rationale"] = _interleaved(annotations, [reasoning_name(k, a) for a, k in _PAIRS])
+    columns["predicted_score"] = _interleaved(
+        annotations, [f"predicted_{rating_name(k, a)}" for a, k in _PAIRS])
+    # Null where no prediction was pre-filled for the annotator.
+    columns["changed_from_prediction"] = pc.not_equal(columns["score"],
+                                                      columns["predicted_score"])
+    return pa.table({name: columns[name] for name in LONG_COLUMNS})
 
 
-def scores_wide(
-    annotations: pd.DataFrame,
+# Arrow's nullable integers and booleans as pandas' (to_pandas would give floats and objects).
+_NULLABLE = {**{name: "Int64" for name in PREDICTED_FIELDS}, "predicted_score": "Int64",
+             "changed_from_prediction": "boolean"}
+
+
+def frame(table: pa.Table) -> pd.DataFrame:
+    """An annotation or long table as a DataFrame, nullable columns as pandas' nullable types."""
+    result = table.to_pandas()
+    return result.astype({name: dtype for name, dtype in _NULLABLE.items() if name in result})
+
+
+def with_pandas_types(table: pa.Table) -> pa.Table:
+    """``table`` carrying the pandas metadata ``frame`` would give it, so that pandas reads
+    its Parquet file with the same column types."""
+    import pyarrow as pa
+
+    metadata = pa.Table.from_pandas(frame(table.slice(0, 0)), preserve_index=False).schema.metadata
+    return table.replace_schema_metadata(metadata)
+
+
+def scores_long(annotations: pa.Table) -> pd.DataFrame:
+    """``long_table`` as a DataFrame."""
+    return frame(long_table(annotations))
+
+
+def wide_table(
+    annotations: pa.Table,
     otree_data_by_episode: Mapping[str, str],
     model_names: Mapping[str, str] | None = None,
-) -> pd.DataFrame:
-    """The oTree ``*_final.csv`` layout, indexed (unnamed) by annotation id.
+) -> pa.Table:
+    """The oTree ``*_final.csv`` layout; the unnamed first column is the annotation id.
 
     ``model`` is the study's label for the model pair: ``model_names[source_tag]`` when given,
-    else the episode's source tag.
+    else the episode's source tag. Each episode's oTree ``data`` is held once, not per row.
     """
-    tags = annotations["source_tag"]
-    wide = pd.DataFrame(
-        {
-            "model": tags.map(lambda tag: (model_names or {}).get(tag, tag)),
-            "pk": annotations["episode_id"],
-            "data": annotations["episode_id"].map(otree_data_by_episode),
-            "prolific_id": annotations["annotator_id"],
-        }
+    import pyarrow as pa
+
+    names = model_names or {}
+    episodes = list(otree_data_by_episode)
+    codes = pd.Index(episodes).get_indexer(annotations.column("episode_id").to_pylist())
+    data = pa.DictionaryArray.from_arrays(
+        pa.array(codes, type=pa.int32(), mask=codes < 0),
+        pa.array([otree_data_by_episode[e] for e in episodes], type=pa.large_string()),
     )
-    wide = pd.concat([wide, annotations[list(SCORE_FIELDS)]], axis=1)
-    wide.index = pd.Index(annotations["annotation_id"].to_numpy(), name=None)
-    return wide
+    columns = {
+        "": annotations.column("annotation_id"),
+        "model": pa.array([names.get(tag, tag) for tag in
+                           annotations.column("source_tag").to_pylist()], type=pa.string()),
+        "pk": annotations.column("episode_id"),
+        "data": data,
+        "prolific_id": annotations.column("annotator_id"),
+    }
+    return pa.table(columns | {name: annotations.column(name) for name in SCORE_FIELDS})

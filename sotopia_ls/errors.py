@@ -42,6 +42,10 @@ class InvalidInput(SotopiaLSError):
         more = f"\n  … and {len(problems) - 20} more" if len(problems) > 20 else ""
         super().__init__(f"{len(problems)} invalid record(s):\n{lines}{more}")
 
+    def __reduce__(self) -> tuple[type, tuple[list[Problem]]]:
+        # Raised in export worker processes and pickled back to the parent.
+        return type(self), (self.problems,)
+
 
 class UnknownFormat(SotopiaLSError):
     def __init__(self, path: str, reason: str, accepted: list[str]) -> None:

@@ -33,7 +33,8 @@ def test_a_complete_result_gives_all_28_fields_with_their_lowest_scores():
         ({"choices": ["-2", "-3"]}, "expected exactly one choice, got ['-2', '-3']"),
         ({"choices": []}, "expected exactly one choice, got []"),
         ({"number": True}, "not an integer: True"),
-        ({"labels": ["x"]}, "no rating value in ['labels']"),
+        ({"labels": ["x"]}, "no rating value (expected choices, number or rating)"),
+        ("8", "no rating value (expected choices, number or rating)"),
     ],
 )
 def test_a_bad_rating_is_refused_with_its_field_and_reason(value, reason):

@@ -1,0 +1,174 @@
+"""A large export is read a chunk of whole tasks at a time, by several worker processes.
+
+The story: a lab exports a project with real Sotopia episodes and real human ratings, written
+the ways Label Studio writes JSON (one line, or indented), with rationales that quote JSON and
+one task longer than the cutter's search window. Read in tiny chunks by two workers, every
+output file must be exactly what one process reading it whole writes; a broken file must be
+refused, naming it, with nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pandas as pd
+import pytest
+
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+from sotopia_ls.errors import InvalidInput
+from sotopia_ls.exporter import OUTPUT_FILES, Reading, export_file
+from sotopia_ls.exporter.chunks import _TAIL, task_chunks
+from sotopia_ls.exporter.wire import Task
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.results import results_from_scores
+from sotopia_ls.tasks import episode_to_task
+
+# Rationales a cutter that ignored strings or escapes would split inside.
+TRICKY = [
+    'She said "}, {\\"id\\": 1" and left',
+    "a brace { and } and a backslash at the end \\",
+    '"]}, {"annotations": [',
+    "plain words",
+]
+
+
+def human_ratings(shared_data: Path) -> list[dict[int, dict[str, tuple[str, int]]]]:
+    """The 85 rows of the shared oTree human evaluation, as (rationale, score) per agent."""
+    rows = pd.concat(pd.read_csv(path) for path in
+                     sorted((shared_data / "human_eval").glob("*_final.csv")))
+    return [{a: {d.key: (str(row[reasoning_name(d.key, a)]), int(row[rating_name(d.key, a)]))
+                 for d in DIMENSIONS} for a in AGENTS} for _, row in rows.iterrows()]
+
+
+@pytest.fixture(scope="module")
+def tasks(shared_data) -> list[dict]:
+    episodes = load_episodes([shared_data / "otree_episodes"]).episodes
+    ratings = human_ratings(shared_data)
+    tasks = []
+    for number, episode in enumerate(episodes, start=1):
+        annotations = []
+        for k in (0, 1):
+            rating = {a: dict(scores) for a, scores in
+                      ratings[(2 * number + k) % len(ratings)].items()}
+            agent, key = AGENTS[k], DIMENSIONS[number % len(DIMENSIONS)].key
+            rating[agent][key] = (TRICKY[number % len(TRICKY)], rating[agent][key][1])
+            annotations.append({
+                "id": 10 * number + k, "completed_by": k + 1,
+                "result": results_from_scores(rating), "was_cancelled": False,
+                "ground_truth": False, "lead_time": 30.5 + k,
+                "created_at": "2026-11-01T10:00:00Z", "prediction": {},
+            })
+        tasks.append({"id": number, "data": episode_to_task(episode), "annotations": annotations,
+                      "drafts": [], "predictions": []})
+    # One task longer than the window searched for a cut.
+    tasks[5]["annotations"][0]["result"][1]["value"]["text"] = ["long " * (_TAIL // 4)]
+    return tasks
+
+
+@pytest.fixture(params=["one line", "indented"])
+def export(request, tasks, tmp_path) -> Path:
+    path = tmp_path / "export.json"
+    indent = None if request.param == "one line" else 2
+    path.write_text(json.dumps(tasks, indent=indent, ensure_ascii=False))
+    return path
+
+
+def in_pieces(path: Path, size: int):
+    data = path.read_bytes()
+    return (data[start : start + size] for start in range(0, len(data), size))
+
+
+def test_chunks_hold_every_task_whole_however_the_bytes_arrive(export):
+    whole = msgspec.json.decode(export.read_bytes(), type=list[Task])
+    for piece, chunk in [(1000, 4096), (65536, 20000), (7, 50000)]:
+        chunks = list(task_chunks(in_pieces(export, piece), origin="x", size=chunk))
+        assert len(chunks) > 3
+        decoded = [task for c in chunks for task in msgspec.json.decode(c, type=list[Task])]
+        assert decoded == whole
+
+
+def test_two_workers_on_small_chunks_write_what_one_process_writes(export, tmp_path):
+    one = export_file(export, tmp_path / "one", reading=Reading(workers=1))
+    many = export_file(export, tmp_path / "many", reading=Reading(workers=2, chunk_bytes=30000))
+    assert one.tally == many.tally and one.tally.exported == 2 * 42
+    for name in OUTPUT_FILES:
+        if name.endswith(".parquet"):
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "one" / name),
+                                          pd.read_parquet(tmp_path / "many" / name))
+        else:
+            assert (tmp_path / "one" / name).read_bytes() == \
+                   (tmp_path / "many" / name).read_bytes(), name
+    pd.testing.assert_frame_equal(one.scores_long, many.scores_long)
+    rationales = set(pd.read_csv(tmp_path / "many" / "scores_long.csv")["rationale"])
+    assert set(TRICKY) <= rationales
+
+
+def test_an_episode_annotated_in_two_far_apart_tasks_is_aggregated_whole(tasks, tmp_path):
+    split = [dict(task) for task in tasks]
+    split[-1] = split[-1] | {"data": split[0]["data"]}  # the first episode, again, last
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(split))
+    export_file(path, tmp_path / "many", reading=Reading(workers=2, chunk_bytes=30000))
+    export_file(path, tmp_path / "one", reading=Reading(workers=1))
+    episodes = [json.loads(line) for line in (tmp_path / "many" / "episodes.jsonl").open()]
+    first = episodes[0]
+    assert first["annotator_count"] == 4 and len(episodes) == 41
+    assert (tmp_path / "one" / "episodes.jsonl").read_bytes() == \
+           (tmp_path / "many" / "episodes.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("mangle", "reason"),
+    [
+        (lambda text: "{" + text[1:-1] + "}", "expected a list of tasks"),
+        (lambda text: text[: len(text) // 2], "invalid JSON"),
+        (lambda text: text[:-1] + ", ]", "a comma after the last task"),
+        (lambda text: text + " trailing", "invalid JSON"),
+        (lambda text: text.replace('"annotations": [{"id": 300,', '"annotations": 7, "x": [{'),
+         "annotations is not a list"),
+    ],
+)
+def test_a_broken_export_is_refused_naming_the_file_and_nothing_is_written(
+    tasks, tmp_path, mangle, reason
+):
+    path = tmp_path / "broken.json"
+    path.write_text(mangle(json.dumps(tasks)))
+    out = tmp_path / "out"
+    with pytest.raises(InvalidInput) as error:
+        export_file(path, out, reading=Reading(workers=2, chunk_bytes=30000))
+    assert reason in str(error.value) and str(path) in str(error.value)
+    assert list(out.iterdir()) == []
+
+
+def test_tasks_without_a_comma_between_them_are_refused(tasks, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(tasks).replace('}, {"id": 30,', '} {"id": 30,'))
+    with pytest.raises(InvalidInput, match="tasks must be separated by commas"):
+        list(task_chunks(in_pieces(path, 1000), origin=str(path), size=1000))
+
+
+def test_a_task_longer_than_the_search_window_is_cut_by_counting_from_the_start(tasks):
+    text = json.dumps([tasks[0], tasks[5]]).encode()
+    long_start = text.index(b'{"id": 6,')
+    first = text[: long_start + _TAIL + 1000]  # ends deep inside the long task
+    chunks = list(task_chunks([first, text[len(first):]], origin="x", size=1))
+    assert [[task.id for task in msgspec.json.decode(chunk, type=list[Task])]
+            for chunk in chunks] == [[1], [6], []]
+
+
+def test_odd_result_shapes_cost_only_their_annotation(tasks, tmp_path):
+    odd = json.loads(json.dumps(tasks[:3]))
+    odd[1]["annotations"][0]["result"][0]["value"] = "8"  # believability_1, not an object
+    odd[1]["annotations"][1]["result"] = {"not": "a list"}
+    odd[2]["annotations"][0]["result"].append("junk")  # ignored: not a result object
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(odd))
+    result = export_file(path, tmp_path / "out", reading=Reading(workers=1))
+    assert result.tally.reconciliation() == \
+        "6 annotations = 4 exported + 2 rejected + 0 cancelled/skipped"
+    errors = result.errors.set_index(["annotation_id", "field"])["reason"]
+    assert errors[(20, "believability_1")] == \
+        "no rating value (expected choices, number or rating)"
+    assert errors[(21, "believability_1")] == "missing rating" and len(errors.loc[21]) == 28
