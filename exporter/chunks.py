@@ -13,7 +13,12 @@ a task longer than that tail needs the count over the whole block.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 import numpy as np
@@ -26,6 +31,8 @@ _BLANK = b" \t\r\n"
 # How much of a block's end is searched for its last task end (at least one task, usually).
 _TAIL = 1 << 18
 _RAW_TASKS = msgspec.json.Decoder(list[msgspec.Raw])
+_BLANKS = re.compile(rb"[ \t\r\n]*")
+_ARRAY_END = re.compile(rb"[ \t\r\n]*\]")
 
 
 def _blocks_of(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
@@ -107,6 +114,10 @@ def _array(body: bytes, end: int) -> bytes:
     return b"".join((b"[", memoryview(body)[:end], b"]"))
 
 
+def _invalid(origin: str, reason: str) -> InvalidInput:
+    return InvalidInput([Problem(origin, "", f"not a Label Studio JSON export: {reason}")])
+
+
 def task_chunks(
     pieces: Iterable[bytes], *, origin: str, size: int = CHUNK_BYTES
 ) -> Iterator[bytes]:
@@ -116,7 +127,7 @@ def task_chunks(
     malformed ending fails when that chunk is decoded.
     """
     def invalid(reason: str) -> InvalidInput:
-        return InvalidInput([Problem(origin, "", f"not a Label Studio JSON export: {reason}")])
+        return _invalid(origin, reason)
 
     body = b""  # from the next task on: the rest of the last block, then the new block
     opened = comma_due = comma_taken = False
@@ -151,3 +162,92 @@ def task_chunks(
     if comma_taken and body[:1] == b"]":
         raise invalid("a comma after the last task")
     yield b"[" + body
+
+
+@dataclass(frozen=True)
+class Region:
+    """Part ``number`` of an export file cut into ``size``-byte regions, widened to whole tasks.
+
+    It runs from the end of the first task that ends after ``number * size`` (the file's
+    opening ``[`` for region 0) to the same point of the next region, so each worker finds its
+    own cuts in the file and the parent reads nothing. Those cuts are found from a window of
+    the file alone, a guess that decoding proves: a region that decodes as a complete JSON
+    array, after a region that did, ends where a task ends. When one does not decode, the
+    export is read again with ``task_chunks``, which cuts exactly and names real errors.
+    """
+
+    path: Path
+    number: int
+    size: int
+
+    def read(self) -> bytes | bytearray:
+        """The region's tasks as a JSON array."""
+        with self.path.open("rb") as file:
+            file_size = os.fstat(file.fileno()).st_size
+            start = _task_end_after(file, self.number * self.size, file_size)
+            end = _task_end_after(file, (self.number + 1) * self.size, file_size)
+            if start >= end:
+                if not file_size:
+                    raise _invalid(str(self.path), "the input is empty")
+                return b"[]"
+            # Read straight into the array to decode, one byte longer: the region opens with
+            # the comma after the previous task (the file's "[" for region 0), which becomes
+            # the array's "[", and the extra byte its "]".
+            text = bytearray(end - start + 1)
+            file.seek(start)
+            file.readinto(memoryview(text)[:-1])
+        opened = _BLANKS.match(text).end()
+        if self.number and text[opened : opened + 1] == b"]":  # only the array's end is left
+            return b"[]"
+        # Odd openings are refused with a short reason: task_chunks, which reads the file
+        # again after any refusal, names them precisely.
+        opening = b"[" if self.number == 0 else b","
+        trailing_comma = self.number and _ARRAY_END.match(text, opened + 1)
+        if text[opened : opened + 1] != opening or trailing_comma:
+            raise _invalid(str(self.path), f"unexpected text at byte {start + opened}")
+        text[opened] = ord("[")
+        if end == file_size:
+            del text[-1]  # the file's own "]" closes the array
+        else:
+            text[-1] = ord("]")
+        return text
+
+
+def regions(path: Path, size: int = CHUNK_BYTES) -> list[Region]:
+    return [Region(path, number, size)
+            for number in range(max(1, -(-path.stat().st_size // size)))]
+
+
+def _task_end_after(file: BinaryIO, offset: int, file_size: int) -> int:
+    """Just past the first task that ends after ``offset`` (0 for 0, the file's size when no
+    task does), judged from a window of the file that grows as needed."""
+    if offset == 0:
+        return 0
+    window = _TAIL
+    while offset < file_size:
+        file.seek(offset)
+        text = file.read(window)
+        for inside_string in (False, True):
+            closes, depth = _closing_depths(text, inside_string)
+            ends = closes[depth == depth.min()] + 1 if len(closes) else []
+            if len(ends) and _followed_by_tasks(text[ends[0]:]):
+                return offset + int(ends[0])
+        if offset + window >= file_size:
+            break
+        window *= 2
+    return file_size
+
+
+def _followed_by_tasks(rest: bytes) -> bool:
+    """Whether ``rest`` reads as what follows a task: ``]``, or a comma and more tasks (cut
+    off by the window's end)."""
+    rest = rest.lstrip(_BLANK)
+    if rest[:1] == b"]":
+        return True
+    if rest[:1] != b",":
+        return False
+    try:
+        _RAW_TASKS.decode(b"[" + rest[1:])
+    except msgspec.DecodeError as error:
+        return "truncated" in str(error)
+    return True

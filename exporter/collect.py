@@ -25,6 +25,7 @@ from .records import (
     read_scores,
     scores_of,
 )
+from .chunks import Region
 from .tables import annotation_table
 from .wire import Annotation, Data, Task, decode_tasks
 
@@ -84,6 +85,7 @@ class Settings:
 class Part:
     """What one chunk of tasks gives."""
 
+    size: int = 0  # bytes read
     tally: Tally = field(default_factory=Tally)
     rows: list[dict[str, Any]] = field(default_factory=list)
     errors: list[ErrorRow] = field(default_factory=list)
@@ -283,10 +285,12 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
     part.rows.extend(kept)
 
 
-def read_part(chunk: bytes, settings: Settings) -> Part:
-    """Decode and validate one chunk of tasks; with ``settings.pieces``, make its share of the
-    output files."""
-    part = Part()
+def read_part(chunk: bytes | Region, settings: Settings) -> Part:
+    """Decode and validate one chunk of tasks (given, or a region of a file to read); with
+    ``settings.pieces``, make its share of the output files."""
+    if isinstance(chunk, Region):
+        chunk = chunk.read()
+    part = Part(size=len(chunk))
     for task in decode_tasks(chunk, settings.origin):
         add_task(part, task, settings)
     part.table = annotation_table(part.rows)

@@ -37,7 +37,8 @@ from label_studio_sdk import LabelStudio
 from tqdm.auto import tqdm
 
 from ..client import find_project
-from .chunks import CHUNK_BYTES, task_chunks
+from ..errors import InvalidInput
+from .chunks import CHUNK_BYTES, Region, regions, task_chunks
 from .collect import Collection, Settings, Tally
 from .parallel import default_workers, read_parts
 from .shapes import annotation_records, episode_records, evaluation_records
@@ -111,18 +112,12 @@ class ExportResult:
     def write_rest(self, staging: Path) -> None:
         """The files made from all annotations at once (the others are written per chunk)."""
         if self.collection.episodes_split:
-            write_jsonl(episode_records(_crowd(self.table)), staging / "episodes.jsonl")
+            crowd = [row for row in self.table.to_pylist() if not row["ground_truth"]]
+            write_jsonl(episode_records(crowd), staging / "episodes.jsonl")
         write_csv(self.model_scores, staging / "model_scores.csv")
         write_jsonl((e.to_dict() for e in self.collection.errors), staging / "errors.jsonl")
         summary = asdict(self.tally) | {"balanced": self.tally.balanced}
         (staging / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def _crowd(annotations: pa.Table) -> pd.DataFrame:
-    """Annotations that vote: ground-truth ones are references for qualification."""
-    import pyarrow.compute as pc
-
-    return frame(annotations.filter(pc.invert(annotations.column("ground_truth"))))
 
 
 def jsonl(records: Iterable[dict[str, Any]]) -> bytes:
@@ -170,10 +165,14 @@ def chunk_pieces(
     crowd annotations in another chunk too (``Collection.episodes_split``)."""
     otree = {episode: otree_data(task_data) for episode, task_data in data.items()}
     long = long_table(table)
+    records = list(annotation_records(rows))
+    # Ground-truth annotations are references for qualification, not a crowd vote.
+    crowd = [index for index, row in enumerate(rows) if not row["ground_truth"]]
     return {
-        "annotations.jsonl": jsonl(annotation_records(rows)),
+        "annotations.jsonl": jsonl(records),
         "evaluations.jsonl": jsonl(evaluation_records(rows)),
-        "episodes.jsonl": jsonl(episode_records(_crowd(table))),
+        "episodes.jsonl": jsonl(episode_records([rows[i] for i in crowd],
+                                                [records[i] for i in crowd])),
         "scores_long.csv": csv_rows(long),
         "scores_wide.csv": csv_rows(wide_table(table, otree, model_names)),
         "scores_long.parquet": long,
@@ -203,7 +202,8 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _read_all(
-    pieces: Iterable[bytes], settings: Settings, reading: Reading, staging: Path | None,
+    chunks: Iterable[bytes | Region], settings: Settings, reading: Reading,
+    staging: Path | None, bar: tqdm,
 ) -> Collection:
     """Every chunk's part joined; with ``staging``, the output files written there."""
     import pyarrow.parquet as pq
@@ -220,44 +220,60 @@ def _read_all(
             schema = with_pandas_types(long_table(annotation_table([]))).schema
             parquet = stack.enter_context(pq.ParquetWriter(staging / "scores_long.parquet",
                                                            schema))
-        chunks = task_chunks(pieces, origin=settings.origin, size=reading.chunk_bytes)
         for part in read_parts(chunks, settings, reading.workers, outputs):
             if "scores_long.parquet" in part.pieces:
                 parquet.write_table(part.pieces.pop("scores_long.parquet").replace_schema_metadata(
                     schema.metadata))
             collection.add(part)
+            bar.update(part.size)
     return collection
 
 
 def _export(
-    pieces: Iterable[bytes],
+    chunks: Iterable[bytes | Region],
     settings: Settings,
     out_dir: Path | None,
     model_names: Mapping[str, str] | None,
     reading: Reading,
+    bar: tqdm,
 ) -> ExportResult:
     """Read every chunk; with ``out_dir``, write every file to a staging folder inside it and
     move them into place only when all are complete, so a failed run leaves no partial output."""
     with _collector_paused():
         if out_dir is None:
-            return ExportResult(_read_all(pieces, settings, reading, None))
+            return ExportResult(_read_all(chunks, settings, reading, None, bar))
         out_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
             staging = Path(tmp)
             settings = Settings(settings.origin, settings.emails, settings.predictions,
                                 partial(chunk_pieces, model_names=model_names))
-            result = ExportResult(_read_all(pieces, settings, reading, staging))
+            result = ExportResult(_read_all(chunks, settings, reading, staging, bar))
             result.write_rest(staging)
             for name in OUTPUT_FILES:
                 shutil.move(staging / name, out_dir / name)
         return result
 
 
-def _progress(pieces: Iterable[bytes], total: int | None, shown: bool) -> Iterator[bytes]:
-    with tqdm(total=total, unit="B", unit_scale=True, desc="export", disable=not shown) as bar:
-        for piece in pieces:
-            bar.update(len(piece))
-            yield piece
+def _export_path(
+    path: Path, settings: Settings, out_dir: Path | None,
+    model_names: Mapping[str, str] | None, reading: Reading, progress: bool,
+) -> ExportResult:
+    """Each worker reads its own regions of the file. Any refusal is checked by reading the
+    file again with exact cuts, which names the real fault (a region that was cut inside a
+    task, which only text made to look like JSON can cause, is then read right)."""
+    size = path.stat().st_size
+    try:
+        with _bar(size, progress, "export") as bar:
+            return _export(regions(path, reading.chunk_bytes), settings, out_dir, model_names,
+                           reading, bar)
+    except InvalidInput:
+        chunks = task_chunks(file_pieces(path), origin=settings.origin, size=reading.chunk_bytes)
+        with _bar(size, progress, "export, checking") as bar:
+            return _export(chunks, settings, out_dir, model_names, reading, bar)
+
+
+def _bar(total: int | None, shown: bool, what: str) -> tqdm:
+    return tqdm(total=total, unit="B", unit_scale=True, desc=what, disable=not shown)
 
 
 def export_project(
@@ -281,8 +297,14 @@ def export_project(
         f"project {project_id}", annotator_emails(client),
         project_predictions(client, project_id) if with_predictions else {},
     )
-    pieces = _progress(project_pieces(client, project_id), None, progress)
-    return _export(pieces, settings, out_dir, model_names, reading)
+    # Saved to a file first, so that the workers can read it in parallel.
+    with tempfile.TemporaryDirectory(prefix="sotopia-ls-") as tmp:
+        path = Path(tmp) / f"project-{project_id}.json"
+        with path.open("wb") as out, _bar(None, progress, "download") as bar:
+            for piece in project_pieces(client, project_id):
+                out.write(piece)
+                bar.update(len(piece))
+        return _export_path(path, settings, out_dir, model_names, reading, progress)
 
 
 def export_file(
@@ -300,5 +322,5 @@ def export_file(
     record emails instead of ``user-<id>``. ``reading`` sets the worker processes and chunk
     size; ``progress`` shows a bar.
     """
-    pieces = _progress(file_pieces(path), path.stat().st_size, progress)
-    return _export(pieces, Settings(str(path), emails or {}), out_dir, model_names, reading)
+    return _export_path(path, Settings(str(path), emails or {}), out_dir, model_names, reading,
+                        progress)

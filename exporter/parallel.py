@@ -4,9 +4,10 @@ Decoding and validating are pure Python work on independent chunks, so they scal
 processes, not threads. At most two chunks per worker are in flight, which bounds memory
 whatever the size of the export. An export that fits in one chunk is read in this process.
 
-Each chunk's share of the output files (``Part.pieces`` that are bytes) is appended by the
-worker that made it, when the chunks before it have been appended: the files come out in
-input order, and hundreds of megabytes never travel back through a pipe.
+Each chunk's share of the output files (the ``Part.pieces`` that are bytes) is appended by the
+worker that made it, once the chunks before it have been appended: the files come out in
+input order, and hundreds of megabytes never travel back through a pipe. A thread in each
+worker waits for that turn, so the worker goes on with its next chunk meanwhile.
 """
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ from __future__ import annotations
 import gc
 import itertools
 import multiprocessing
+import queue
 import sys
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.synchronize import Condition
+from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any
 
+from .chunks import Region
 from .collect import Part, Settings, read_part
 
 _WAIT_SECONDS = 1.0
@@ -35,57 +40,83 @@ class _Turns:
     condition: Condition
     number: Any  # multiprocessing.Value("q")
     stopped: Any  # multiprocessing.Value("b"): set when the export failed
+    failures: Any  # multiprocessing.SimpleQueue of the errors met while appending
+
+    def take(self, number: int, append: Any) -> None:
+        """Run ``append`` when the chunks before ``number`` are appended, then pass the turn;
+        a chunk with nothing to append (it failed) passes it too, or the next would wait."""
+        with self.condition:
+            while self.number.value != number:
+                if self.stopped.value:
+                    return
+                self.condition.wait(_WAIT_SECONDS)
+            try:
+                if append is not None:
+                    append()
+            except BaseException as error:
+                self.stopped.value = 1
+                self.failures.put(error)
+            finally:
+                self.number.value = number + 1
+                self.condition.notify_all()
 
 
 @dataclass
 class _Worker:
     settings: Settings
-    turns: _Turns | None
+    turns: _Turns
     outputs: Mapping[str, Path]
+    appends: queue.SimpleQueue[tuple[int, Any]]
 
 
 _worker: _Worker | None = None
 
 
-def _start_worker(worker: _Worker) -> None:
+def _start_worker(settings: Settings, turns: _Turns, outputs: Mapping[str, Path]) -> None:
     global _worker
-    _worker = worker
+    _worker = _Worker(settings, turns, outputs, queue.SimpleQueue())
+    thread = threading.Thread(target=_append_in_turn, args=(_worker,), name="append")
+    thread.start()
+    # multiprocessing runs its finalizers as the worker process exits (on the pool's
+    # shutdown): this one lets the thread append the worker's last chunks first.
+    Finalize(None, _stop_appending, (_worker, thread), exitpriority=10)
     # A worker allocates millions of objects that live until its part is returned, and
     # frees them all at once: the cyclic collector would rescan them over and over.
     gc.disable()
 
 
-def _append(part: Part, outputs: Mapping[str, Path]) -> None:
-    for name in [name for name, piece in part.pieces.items() if isinstance(piece, bytes)]:
-        with outputs[name].open("ab") as out:
-            out.write(part.pieces.pop(name))
+def _append_in_turn(worker: _Worker) -> None:
+    while (item := worker.appends.get())[0] >= 0:
+        worker.turns.take(*item)
 
 
-def _read(number: int, chunk: bytes) -> Part:
-    assert _worker is not None and _worker.turns is not None
-    turns = _worker.turns
-    part: Part | None = None
-    failure: BaseException | None = None
+def _appender(part: Part, outputs: Mapping[str, Path]) -> Any:
+    """A call that appends the part's bytes pieces to ``outputs`` (they leave the part)."""
+    pieces = {name: part.pieces.pop(name) for name in list(part.pieces)
+              if isinstance(part.pieces[name], bytes)}
+
+    def append() -> None:
+        for name, piece in pieces.items():
+            with outputs[name].open("ab") as out:
+                out.write(piece)
+
+    return append
+
+
+def _read(number: int, chunk: bytes | Region) -> Part:
+    assert _worker is not None
     try:
         part = read_part(chunk, _worker.settings)
-    except BaseException as exc:  # re-raised below, after taking the turn
-        failure = exc
-    with turns.condition:
-        while turns.number.value != number:
-            if turns.stopped.value:
-                raise RuntimeError("the export stopped")
-            turns.condition.wait(_WAIT_SECONDS)
-        try:
-            if part is not None:
-                _append(part, _worker.outputs)
-        finally:
-            # Even a chunk that failed takes its turn, or the next would wait for ever.
-            turns.number.value = number + 1
-            turns.condition.notify_all()
-    if failure is not None:
-        raise failure
-    assert part is not None
+    except BaseException:
+        _worker.appends.put((number, None))
+        raise
+    _worker.appends.put((number, _appender(part, _worker.outputs)))
     return part
+
+
+def _stop_appending(worker: _Worker, thread: threading.Thread) -> None:
+    worker.appends.put((-1, None))
+    thread.join()
 
 
 def default_workers() -> int:
@@ -93,7 +124,7 @@ def default_workers() -> int:
 
 
 def read_parts(
-    chunks: Iterable[bytes], settings: Settings, workers: int,
+    chunks: Iterable[bytes | Region], settings: Settings, workers: int,
     outputs: Mapping[str, Path] | None = None,
 ) -> Iterator[Part]:
     """``read_part`` of every chunk, in order, on ``workers`` processes; the bytes pieces of
@@ -104,16 +135,18 @@ def read_parts(
     if workers <= 1 or len(head) < 2:
         for chunk in itertools.chain(head, chunks):
             part = read_part(chunk, settings)
-            _append(part, outputs)
+            _appender(part, outputs)()
             yield part
         return
     # fork starts a worker in milliseconds with the exporter already imported; elsewhere
     # (macOS, Windows) forking a process that holds system frameworks is unsafe.
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    turns = _Turns(context.Condition(), context.Value("q", 0), context.Value("b", 0))
+    turns = _Turns(context.Condition(), context.Value("q", 0), context.Value("b", 0),
+                   context.SimpleQueue())
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                               initargs=(_Worker(settings, turns, outputs),))
+                               initargs=(settings, turns, outputs))
     pending: deque[Future[Part]] = deque()
+    finished = False
     try:
         for number, chunk in enumerate(itertools.chain(head, chunks)):
             pending.append(pool.submit(_read, number, chunk))
@@ -121,9 +154,12 @@ def read_parts(
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+        finished = True
     finally:
-        if pending:
+        if not finished:
             with turns.condition:
                 turns.stopped.value = 1
                 turns.condition.notify_all()
         pool.shutdown(wait=True, cancel_futures=True)
+    if not turns.failures.empty():
+        raise turns.failures.get()

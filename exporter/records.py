@@ -131,6 +131,8 @@ _CONTROLS = tuple(
 )
 
 
+
+
 def _not_one(count: int, what: str) -> str:
     return f"missing {what}" if not count else f"{count} {what}s"
 

@@ -10,8 +10,7 @@
   ``map_human_annotations_to_episode_logs(aggregate=True)`` does: rewards averaged per agent,
   reasonings joined with newlines.
 
-The first two are built per annotation from its score row (a dict, see ``records``), in the
-worker that validated it; the third from all annotations at once.
+All are built from score rows (dicts, see ``records``), in the worker that validated them.
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
-
-import pandas as pd
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 
@@ -42,7 +39,9 @@ def reward(scores: Sequence[float]) -> list[Any]:
     """Sotopia's per-agent reward: ``[overall, {dimension: score…, "overall_score": overall}]``
     from the seven scores in rubric order (overall is their unweighted mean)."""
     overall = sum(scores) / len(scores)
-    return [overall, {**dict(zip(DIMENSION_KEYS, scores)), "overall_score": overall}]
+    by_dimension = dict(zip(DIMENSION_KEYS, scores))
+    by_dimension["overall_score"] = overall
+    return [overall, by_dimension]
 
 
 def comments(texts: Iterable[str]) -> str:
@@ -81,26 +80,31 @@ def evaluation_records(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
         }
 
 
-def episode_records(annotations: pd.DataFrame) -> Iterator[dict[str, Any]]:
-    """Per episode: rewards averaged over its annotators, reasonings joined with newlines."""
-    if annotations.empty:
-        return
-    keys = annotations["episode_id"]
-    means = {}
-    for agent in AGENTS:
-        scores = annotations[_RATINGS[agent]].astype("float64").set_axis(DIMENSION_KEYS, axis=1)
-        scores["overall_score"] = scores.mean(axis=1)
-        means[agent] = scores.groupby(keys, sort=False).mean().to_numpy().tolist()
-    # Grouped in one plain pass: pandas would call a Python function per episode.
-    grouped: dict[str, tuple[list[str], list[str]]] = {}
-    texts = zip(*(annotations[name].tolist() for name in _REASONINGS))
-    for episode, name, text in zip(keys.tolist(), annotations["annotator_id"].tolist(), texts):
-        names, reasonings = grouped.setdefault(episode, ([], []))
-        names.append(name)
-        reasonings.append(comments(text))
-    for number, (episode, (names, reasonings)) in enumerate(grouped.items()):
-        rewards = [[means[agent][number][-1],
-                    dict(zip((*DIMENSION_KEYS, "overall_score"), means[agent][number]))]
-                   for agent in AGENTS]
+def episode_records(
+    annotations: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Per episode, in order of first appearance: the rewards of its annotations averaged
+    (each score and each overall), their reasonings joined with newlines.
+
+    ``records`` are the rows' ``annotation_records`` when already made (they hold each row's
+    rewards and reasoning); ground-truth rows must be left out of both by the caller.
+    """
+    grouped: dict[str, tuple[list[str], list[list[Any]], list[str]]] = {}
+    for row, record in zip(annotations, records or annotation_records(annotations)):
+        names, rewards, reasonings = grouped.setdefault(row["episode_id"], ([], [], []))
+        names.append(row["annotator_id"])
+        rewards.append(record["rewards"])
+        reasonings.append(record["reasoning"])
+    for episode, (names, rewards, reasonings) in grouped.items():
         yield {"episode": episode, "annotator_count": len(names), "annotators": names,
-               "rewards": rewards, "reasoning": "\n".join(reasonings)}
+               "rewards": [_mean_reward([each[index] for each in rewards])
+                           for index in range(len(AGENTS))],
+               "reasoning": "\n".join(reasonings)}
+
+
+def _mean_reward(rewards: list[list[Any]]) -> list[Any]:
+    if len(rewards) == 1:
+        return rewards[0]
+    columns = zip(*(reward[1].values() for reward in rewards))
+    means = dict(zip(rewards[0][1], (sum(column) / len(rewards) for column in columns)))
+    return [means["overall_score"], means]

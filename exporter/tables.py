@@ -102,7 +102,8 @@ def otree_data(data: Data) -> str:  # type: ignore[valid-type]
     agents = [agent for agent in getattr(data, AGENTS_KEY) or [] if isinstance(agent, dict)]
     names = [str(agent.get("name", "")) for agent in agents]
     personal_info = {
-        name: {"name": name, **{otree: agent.get(ours, "") for ours, otree in _OTREE_PROFILE.items()}}
+        name: {"name": name,
+               **{otree: agent.get(ours, "") for ours, otree in _OTREE_PROFILE.items()}}
         for name, agent in zip(names, agents)
     }
     turns = [{"speaker": str(turn.speaker), "dialogue": str(turn.utterance)}

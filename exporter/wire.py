@@ -80,7 +80,7 @@ _RAW_TASKS = msgspec.json.Decoder(list[msgspec.Raw])
 _TASK = msgspec.json.Decoder(Task)
 
 
-def decode_tasks(chunk: bytes, origin: str) -> list[Task]:
+def decode_tasks(chunk: bytes | bytearray, origin: str) -> list[Task]:
     """The tasks of one chunk (a JSON array of tasks)."""
     try:
         return _TASKS.decode(chunk)

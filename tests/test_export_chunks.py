@@ -172,3 +172,17 @@ def test_odd_result_shapes_cost_only_their_annotation(tasks, tmp_path):
     assert errors[(20, "believability_1")] == \
         "no rating value (expected choices, number or rating)"
     assert errors[(21, "believability_1")] == "missing rating" and len(errors.loc[21]) == 28
+
+
+def test_text_that_looks_like_task_ends_cannot_misplace_a_cut(tasks, tmp_path):
+    """Workers guess their cuts from a window of the file; a rationale made of ``}, {`` can
+    fool the guess, and then the export is read again with exact cuts."""
+    fooling = json.loads(json.dumps(tasks[:4]))
+    fooling[1]["annotations"][1]["result"][3]["value"]["text"] = ["} , {} , {" * 60000]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(fooling))
+    one = export_file(path, tmp_path / "one", reading=Reading(workers=1))
+    many = export_file(path, tmp_path / "many", reading=Reading(workers=2, chunk_bytes=30000))
+    assert one.tally == many.tally and one.tally.exported == 8
+    for name in ("annotations.jsonl", "scores_wide.csv", "episodes.jsonl"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()

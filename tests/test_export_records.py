@@ -32,6 +32,7 @@ def test_a_complete_result_gives_all_28_fields_with_their_lowest_scores():
         ({"choices": ["minus two"]}, "not an integer: 'minus two'"),
         ({"choices": ["-2", "-3"]}, "expected exactly one choice, got ['-2', '-3']"),
         ({"choices": []}, "expected exactly one choice, got []"),
+        ({"choices": "8"}, "expected exactly one choice, got '8'"),
         ({"number": True}, "not an integer: True"),
         ({"labels": ["x"]}, "no rating value (expected choices, number or rating)"),
         ("8", "no rating value (expected choices, number or rating)"),
