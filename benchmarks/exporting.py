@@ -2,12 +2,15 @@
 
 The parent starts ``python -m benchmarks.exporting STAGE FILE OUT_DIR`` and reads one JSON line
 back, so the peak RSS (``VmHWM``) is that of the export alone, plus the interpreter and its
-imports, which the ``baseline`` stage measures. Stages:
+imports, which the ``baseline`` stage measures. The export's worker processes are measured
+too, by a thread that samples the process tree every 200 ms: each worker's peak RSS (summed,
+an upper bound: forked workers share their parent's pages) and the tree's total PSS (shared
+pages counted once; sampled, so a short peak can be missed). Stages:
 
 - ``export``   ``sotopia_ls.exporter.export_file(FILE, OUT_DIR)``: validate, build the tables,
-               write every output file;
-- ``parse``    only stream the tasks out of the file, as the exporter reads them: the floor
-               under ``export``;
+               write every output file, on one worker process per CPU;
+- ``export-1`` the same on one process (what the workers divide);
+- ``parse``    only cut and decode the tasks, in one process (``file_tasks``);
 - ``baseline`` import the exporter and stop: the memory that is not the export's.
 
 The exporter's imports (pandas, pyarrow …) are timed apart, as ``import_seconds``.
@@ -19,12 +22,13 @@ import cProfile
 import json
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-STAGES = ("export", "parse", "baseline")
+STAGES = ("export", "export-1", "parse", "baseline")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,14 @@ class ExportFigures:
     import_seconds: float
     peak_rss_mb: float
     outputs: int
+    workers: int = 0
+    workers_peak_rss_mb: float = 0.0
+    peak_pss_mb: float = 0.0
+
+    @property
+    def total_peak_rss_mb(self) -> float:
+        """This process's peak plus each worker's: what the export holds at most."""
+        return self.peak_rss_mb + self.workers_peak_rss_mb
 
     @property
     def per_second(self) -> float:
@@ -53,11 +65,11 @@ def measure(stage: str, path: Path, out_dir: Path, *, profile: Path | None = Non
     return ExportFigures(**json.loads(run.stdout.strip().splitlines()[-1]))
 
 
-def _export(path: Path, out_dir: Path) -> dict[str, Any]:
-    from sotopia_ls.exporter import export_file
+def _export(path: Path, out_dir: Path, workers: int | None = None) -> dict[str, Any]:
+    from sotopia_ls.exporter import Reading, export_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    result = export_file(path, out_dir)
+    result = export_file(path, out_dir, reading=Reading() if workers is None else Reading(workers))
     tally = result.tally
     return {
         "annotations": tally.total,
@@ -80,30 +92,71 @@ def _baseline(path: Path, out_dir: Path) -> dict[str, Any]:
     return {"annotations": 0, "tasks": 0, "outputs": 0}
 
 
+def _status_kib(pid: int | str, field: str, file: str = "status") -> int:
+    for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/{pid}/{file}")
+
+
 def _peak_rss_kib() -> int:
     """This process's own peak RSS. Not ``ru_maxrss``: Linux carries the parent's peak into a
     child across fork and exec, so a child of a large parent would report the parent's."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    return _status_kib("self", "VmHWM")
+
+
+class _TreeSampler(threading.Thread):
+    """Samples the export's worker processes (this process's children) every 200 ms."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.done = threading.Event()
+        self.worker_peaks: dict[int, int] = {}
+        self.peak_pss_kib = 0
+
+    def _children(self) -> list[int]:
+        pids = []
+        for children in Path("/proc/self/task").glob("*/children"):
+            pids += [int(pid) for pid in children.read_text().split()]
+        return pids
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            total = 0
+            for pid in ["self", *self._children()]:
+                try:
+                    total += _status_kib(pid, "Pss", "smaps_rollup")
+                    if pid != "self":
+                        hwm = _status_kib(pid, "VmHWM")
+                        self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0), hwm)
+                except (OSError, RuntimeError):  # the worker just ended
+                    continue
+            self.peak_pss_kib = max(self.peak_pss_kib, total)
 
 
 def _child(stage: str, path: Path, out_dir: Path, profile: Path | None) -> None:
-    action = {"export": _export, "parse": _parse, "baseline": _baseline}[stage]
+    action = {"export": _export, "export-1": lambda p, o: _export(p, o, workers=1),
+              "parse": _parse, "baseline": _baseline}[stage]
     profiler = cProfile.Profile() if profile else None
     start = time.perf_counter()
     import sotopia_ls.exporter  # noqa: F401  (the imports every stage pays; timed apart)
 
     imported = time.perf_counter()
+    sampler = _TreeSampler()
+    sampler.start()
     if profiler:
         counts = profiler.runcall(action, path, out_dir)
         profiler.dump_stats(profile)
     else:
         counts = action(path, out_dir)
     seconds = time.perf_counter() - imported
+    sampler.done.set()
+    sampler.join()
     peak_kib = _peak_rss_kib()
-    figures = {"stage": stage, "seconds": seconds, "import_seconds": imported - start}
+    figures = {"stage": stage, "seconds": seconds, "import_seconds": imported - start,
+               "workers": len(sampler.worker_peaks),
+               "workers_peak_rss_mb": sum(sampler.worker_peaks.values()) / 1024,
+               "peak_pss_mb": max(sampler.peak_pss_kib, peak_kib) / 1024}
     print(json.dumps(figures | {"peak_rss_mb": peak_kib / 1024} | counts))
 
 
