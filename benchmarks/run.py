@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -99,7 +100,7 @@ def import_rows(episodes: int, batch_size: int, rounds: int, database: str) -> l
     ]
 
 
-def export_rows(annotations: int, annotators: int, profile: Path | None) -> list[dict]:
+def export_rows(annotations: int, annotators: int, rounds: int, profile: Path | None) -> list[dict]:
     path = WORK / f"export-{annotations}x{annotators}.json"
     click.echo(f"export: writing or reusing {path.relative_to(REPO)}", err=True)
     load.write_export_file(path, SHARED, annotations=annotations, annotators=annotators)
@@ -107,12 +108,17 @@ def export_rows(annotations: int, annotators: int, profile: Path | None) -> list
     rows = []
     for stage in exporting.STAGES:
         profile_path = profile / f"export-{stage}.prof" if profile else None
-        figures = exporting.measure(stage, path, WORK / "export-out", profile=profile_path)
+        # This machine's speed drifts by up to 1.6x between minutes (other work shares the
+        # host), so each stage runs `rounds` times: best and median, and the best run's figures.
+        runs = sorted((exporting.measure(stage, path, WORK / "export-out", profile=profile_path)
+                       for _ in range(rounds)), key=lambda f: f.seconds)
+        figures = runs[0]
+        median = statistics.median(f.seconds for f in runs)
         row = {
             "benchmark": f"export: {stage}",
             "size": f"{figures.annotations:,} annotations, {figures.tasks:,} tasks, {size_mb:,.0f} MB",
-            "seconds": seconds(figures.seconds),
-            "peak RSS MB": f"{figures.total_peak_rss_mb:,.0f}",
+            "seconds": f"{seconds(figures.seconds)} (median {seconds(median)}, {rounds} runs)",
+            "peak RSS MB": f"{max(f.total_peak_rss_mb for f in runs):,.0f}",
         }
         if stage in ("export", "export-1"):
             row |= {
@@ -122,8 +128,9 @@ def export_rows(annotations: int, annotators: int, profile: Path | None) -> list
                            f"parent + {figures.workers_peak_rss_mb:,.0f} MB workers; "
                            f"peak PSS {figures.peak_pss_mb:,.0f} MB",
                 "target": f"<= {EXPORT_SECONDS_TARGET:.0f} s, <= {EXPORT_RSS_TARGET_MB:.0f} MB",
-                "met": figures.seconds <= EXPORT_SECONDS_TARGET
-                and figures.total_peak_rss_mb <= EXPORT_RSS_TARGET_MB,
+                "met": f"best {'yes' if figures.seconds <= EXPORT_SECONDS_TARGET else 'NO'}, "
+                       f"median {'yes' if median <= EXPORT_SECONDS_TARGET else 'NO'}; memory "
+                       f"{'yes' if max(f.total_peak_rss_mb for f in runs) <= EXPORT_RSS_TARGET_MB else 'NO'}",
             }
         elif stage == "parse":
             row |= {
@@ -191,7 +198,8 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--annotations", default=100_000, show_default=True, help="Annotations to export.")
 @click.option("--annotators", default=2, show_default=True, help="Annotations per task (export, live export).")
 @click.option("--batch-size", default=500, show_default=True, help="Tasks per import request (both sides).")
-@click.option("--rounds", default=3, show_default=True, help="Import rounds; the order alternates.")
+@click.option("--rounds", default=3, show_default=True,
+              help="Import rounds (the order alternates) and runs of each export stage.")
 @click.option("--live-tasks", default=5_000, show_default=True,
               help="Tasks in the project of the live-export benchmark.")
 @click.option("--backend-tasks", default=1000, show_default=True, help="Tasks for the backend benchmark.")
@@ -230,11 +238,11 @@ def main(
     if "live-export" in parts:
         run_part("live-export", lambda: live_export_rows(live_tasks, annotators, database))
     if "export" in parts:
-        run_part("export", lambda: export_rows(annotations, annotators, profile))
+        run_part("export", lambda: export_rows(annotations, annotators, rounds, profile))
     if "backend" in parts:
         run_part("backend", lambda: backend_rows(backend_tasks))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object)
-    table["met"] = table["met"].map({True: "yes", False: "NO"})
+    table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):
         click.echo(table.fillna("").to_string(index=False))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
-from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
+from ..dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
 
 _RATINGS = {agent: [rating_name(key, agent) for key in DIMENSION_KEYS] for agent in AGENTS}
 _REASONINGS = [reasoning_name(key, agent) for agent in AGENTS for key in DIMENSION_KEYS]
@@ -28,6 +28,8 @@ _SCORES_OF = {agent: itemgetter(*_RATINGS[agent]) for agent in AGENTS}
 _TEXTS_OF = {agent: itemgetter(*(reasoning_name(key, agent) for key in DIMENSION_KEYS))
              for agent in AGENTS}
 _ALL_TEXTS_OF = itemgetter(*_REASONINGS)
+# Every score as the float Sotopia's rewards hold, made once (a million conversions otherwise).
+_FLOAT = {score: float(score) for d in DIMENSIONS for score in d.values}
 # Sotopia's evaluator comment layout, with a slot per rationale in _REASONINGS order.
 _COMMENTS = "".join(
     f"Agent {agent} comments:\n" + "".join(f"{key}: {{}}\n" for key in DIMENSION_KEYS)
@@ -56,7 +58,8 @@ def annotation_records(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any
             "pk": str(row["annotation_id"]),
             "episode": row["episode_id"],
             "annotator_id": row["annotator_id"],
-            "rewards": [reward(list(map(float, _SCORES_OF[agent](row)))) for agent in AGENTS],
+            "rewards": [reward(list(map(_FLOAT.__getitem__, _SCORES_OF[agent](row))))
+                        for agent in AGENTS],
             "reasoning": comments(_ALL_TEXTS_OF(row)),
         }
 
