@@ -43,6 +43,7 @@ class ExportFigures:
     workers: int = 0
     workers_peak_rss_mb: float = 0.0
     peak_pss_mb: float = 0.0
+    calibration_seconds: float = 0.0
 
     @property
     def total_peak_rss_mb(self) -> float:
@@ -134,6 +135,15 @@ class _TreeSampler(threading.Thread):
             self.peak_pss_kib = max(self.peak_pss_kib, total)
 
 
+def calibration() -> float:
+    """CPU seconds of a fixed pure-Python workload (dicts and strings, like the export's):
+    how fast the shared host is right now. Run before each stage; lower is faster."""
+    start = time.process_time()
+    for number in range(30_000):
+        {str(key): [key, f"{key}-{number}"] for key in range(20)}
+    return time.process_time() - start
+
+
 def _child(stage: str, path: Path, out_dir: Path, profile: Path | None) -> None:
     action = {"export": _export, "export-1": lambda p, o: _export(p, o, workers=1),
               "parse": _parse, "baseline": _baseline}[stage]
@@ -142,6 +152,8 @@ def _child(stage: str, path: Path, out_dir: Path, profile: Path | None) -> None:
     import sotopia_ls.exporter  # noqa: F401  (the imports every stage pays; timed apart)
 
     imported = time.perf_counter()
+    calibrated = calibration()
+    begun = time.perf_counter()
     sampler = _TreeSampler()
     sampler.start()
     if profiler:
@@ -149,11 +161,12 @@ def _child(stage: str, path: Path, out_dir: Path, profile: Path | None) -> None:
         profiler.dump_stats(profile)
     else:
         counts = action(path, out_dir)
-    seconds = time.perf_counter() - imported
+    seconds = time.perf_counter() - begun
     sampler.done.set()
     sampler.join()
     peak_kib = _peak_rss_kib()
     figures = {"stage": stage, "seconds": seconds, "import_seconds": imported - start,
+               "calibration_seconds": calibrated,
                "workers": len(sampler.worker_peaks),
                "workers_peak_rss_mb": sum(sampler.worker_peaks.values()) / 1024,
                "peak_pss_mb": max(sampler.peak_pss_kib, peak_kib) / 1024}

@@ -126,7 +126,8 @@ def export_rows(annotations: int, annotators: int, rounds: int, profile: Path | 
                 "rate": f"{figures.per_second:,.0f} annotations/s",
                 "figures": f"{figures.outputs} files; peak RSS {figures.peak_rss_mb:,.0f} MB "
                            f"parent + {figures.workers_peak_rss_mb:,.0f} MB workers; "
-                           f"peak PSS {figures.peak_pss_mb:,.0f} MB",
+                           f"peak PSS {figures.peak_pss_mb:,.0f} MB; host calibration "
+                           + "/".join(f"{f.calibration_seconds:.2f}" for f in runs) + " s",
                 "target": f"<= {EXPORT_SECONDS_TARGET:.0f} s, <= {EXPORT_RSS_TARGET_MB:.0f} MB",
                 "met": f"best {'yes' if figures.seconds <= EXPORT_SECONDS_TARGET else 'NO'}, "
                        f"median {'yes' if median <= EXPORT_SECONDS_TARGET else 'NO'}; memory "

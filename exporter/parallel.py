@@ -21,12 +21,14 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing.synchronize import Condition
 from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Any
 
+from ..errors import SotopiaLSError
 from .chunks import Region
 from .collect import Part, Settings, read_part
 
@@ -155,6 +157,9 @@ def read_parts(
         while pending:
             yield pending.popleft().result()
         finished = True
+    except BrokenProcessPool as error:
+        raise SotopiaLSError(f"an export worker process died ({error}); if it ran out of "
+                             "memory, export with fewer workers (--workers)") from error
     finally:
         if not finished:
             with turns.condition:

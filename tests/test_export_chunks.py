@@ -10,6 +10,7 @@ refused, naming it, with nothing written.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import msgspec
@@ -17,7 +18,7 @@ import pandas as pd
 import pytest
 
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
-from sotopia_ls.errors import InvalidInput
+from sotopia_ls.errors import InvalidInput, SotopiaLSError
 from sotopia_ls.exporter import OUTPUT_FILES, Reading, export_file
 from sotopia_ls.exporter.chunks import _TAIL, task_chunks
 from sotopia_ls.exporter.wire import Task
@@ -186,3 +187,13 @@ def test_text_that_looks_like_task_ends_cannot_misplace_a_cut(tasks, tmp_path):
     assert one.tally == many.tally and one.tally.exported == 8
     for name in ("annotations.jsonl", "scores_wide.csv", "episodes.jsonl"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
+
+
+def test_a_worker_that_dies_is_reported_with_a_fix(export, tmp_path, monkeypatch):
+    def killed(chunk, settings):
+        os._exit(9)  # as the kernel's out-of-memory killer would
+
+    monkeypatch.setattr("sotopia_ls.exporter.parallel.read_part", killed)
+    with pytest.raises(SotopiaLSError, match="--workers"):
+        export_file(export, tmp_path / "out", reading=Reading(workers=2, chunk_bytes=30000))
+    assert not any((tmp_path / "out").iterdir())
