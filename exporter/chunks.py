@@ -72,18 +72,21 @@ def _closing_depths(text: bytes, inside_string: bool) -> tuple[np.ndarray, np.nd
     return braces[closing], depth[closing]
 
 
-def _candidates(body: bytes) -> Iterator[int]:
-    """Where the last task of ``body`` probably ends, judged from its tail alone.
-
-    The tail starts at an unknown depth, inside or outside a string; under each assumption the
-    last closing brace at the tail's shallowest depth is the end of a task when the tail holds
-    one. ``_is_complete`` decides.
-    """
-    start = max(0, len(body) - _TAIL)
+def _shallowest_ends(text: bytes) -> Iterator[np.ndarray]:
+    """For each guess of whether ``text`` starts inside a string, the offsets just past its
+    closing braces at the shallowest depth it reaches: where tasks end, if one ends in it."""
     for inside_string in (False, True):
-        closes, depth = _closing_depths(body[start:], inside_string)
+        closes, depth = _closing_depths(text, inside_string)
         if len(closes):
-            yield start + int(closes[depth == depth.min()][-1]) + 1
+            yield closes[depth == depth.min()] + 1
+
+
+def _candidates(body: bytes) -> Iterator[int]:
+    """Where the last task of ``body`` probably ends, judged from its tail alone (which starts
+    at an unknown depth); ``_is_complete`` decides."""
+    start = max(0, len(body) - _TAIL)
+    for ends in _shallowest_ends(body[start:]):
+        yield start + int(ends[-1])
 
 
 def _is_complete(chunk: bytes) -> bool:
@@ -126,9 +129,6 @@ def task_chunks(
     The last chunk carries whatever follows the last task (normally only ``]``), so a
     malformed ending fails when that chunk is decoded.
     """
-    def invalid(reason: str) -> InvalidInput:
-        return _invalid(origin, reason)
-
     body = b""  # from the next task on: the rest of the last block, then the new block
     opened = comma_due = comma_taken = False
 
@@ -138,7 +138,7 @@ def task_chunks(
         if body[:1] == b",":
             body, comma_due, comma_taken = body[1:].lstrip(_BLANK), False, True
         elif body and body[:1] != b"]":
-            raise invalid("tasks must be separated by commas")
+            raise _invalid(origin, "tasks must be separated by commas")
 
     for block in _blocks_of(pieces, size):
         body = (body + block).lstrip(_BLANK)
@@ -146,7 +146,7 @@ def task_chunks(
             if not body:
                 continue
             if body[:1] != b"[":
-                raise invalid("expected a list of tasks")
+                raise _invalid(origin, "expected a list of tasks")
             body, opened = body[1:].lstrip(_BLANK), True
         if comma_due:
             take_comma()
@@ -158,9 +158,9 @@ def task_chunks(
             body, comma_due, comma_taken = body[end:].lstrip(_BLANK), True, False
             take_comma()
     if not opened:
-        raise invalid("the input is empty")
+        raise _invalid(origin, "the input is empty")
     if comma_taken and body[:1] == b"]":
-        raise invalid("a comma after the last task")
+        raise _invalid(origin, "a comma after the last task")
     yield b"[" + body
 
 
@@ -227,10 +227,8 @@ def _task_end_after(file: BinaryIO, offset: int, file_size: int) -> int:
     while offset < file_size:
         file.seek(offset)
         text = file.read(window)
-        for inside_string in (False, True):
-            closes, depth = _closing_depths(text, inside_string)
-            ends = closes[depth == depth.min()] + 1 if len(closes) else []
-            if len(ends) and _followed_by_tasks(text[ends[0]:]):
+        for ends in _shallowest_ends(text):
+            if _followed_by_tasks(text[ends[0]:]):
                 return offset + int(ends[0])
         if offset + window >= file_size:
             break
