@@ -297,8 +297,11 @@ def export_project(
         f"project {project_id}", annotator_emails(client),
         project_predictions(client, project_id) if with_predictions else {},
     )
-    # Saved to a file first, so that the workers can read it in parallel.
-    with tempfile.TemporaryDirectory(prefix="sotopia-ls-") as tmp:
+    # Saved to a file first, so that the workers can read it in parallel; beside the output
+    # when there is one (the system's temporary folder may be small).
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".download-") as tmp:
         path = Path(tmp) / f"project-{project_id}.json"
         with path.open("wb") as out, _bar(None, progress, "download") as bar:
             for piece in project_pieces(client, project_id):
