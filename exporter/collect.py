@@ -74,11 +74,10 @@ class Settings:
     emails: Mapping[int, str] = field(default_factory=dict)
     # task id → {"result", "model_version"}: model scores of tasks without a stored evaluation.
     predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
-    # Builds a chunk's share of the output files from its score rows, their table and its
-    # episodes' task data (bytes, or an Arrow table for Parquet); None when no files are
-    # written.
+    # Builds a chunk's share of the output files (bytes, by file name) from its score rows,
+    # their table and its episodes' task data; None when no files are written.
     pieces: Callable[[list[dict[str, Any]], pa.Table, dict[str, Data]],  # type: ignore[valid-type]
-                     dict[str, Any]] | None = None
+                     dict[str, bytes]] | None = None
 
 
 @dataclass
@@ -93,8 +92,8 @@ class Part:
     model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
     # Each episode's task data, for the chunk's file pieces (dropped once they are built).
     data: dict[str, Data] = field(default_factory=dict)  # type: ignore[valid-type]
-    # The chunk's share of the output files, by file name: bytes, or a table for Parquet.
-    pieces: dict[str, Any] = field(default_factory=dict)
+    # The chunk's share of the output files written a chunk at a time: bytes by file name.
+    pieces: dict[str, bytes] = field(default_factory=dict)
     # Episodes with a crowd (not ground-truth) annotation in this chunk.
     crowd_episodes: set[str] = field(default_factory=set)
     table: pa.Table | None = None

@@ -159,10 +159,10 @@ def chunk_pieces(
     rows: list[dict[str, Any]], table: pa.Table,
     data: Mapping[str, Data],  # type: ignore[valid-type]
     model_names: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """One chunk's share of ``CHUNK_FILES`` (bytes), and its ``scores_long`` as Arrow, for the
-    Parquet file. Its ``episodes.jsonl`` lines hold the whole episode unless the episode has
-    crowd annotations in another chunk too (``Collection.episodes_split``)."""
+) -> dict[str, bytes]:
+    """One chunk's share of ``CHUNK_FILES``. Its ``episodes.jsonl`` lines hold the whole
+    episode unless the episode has crowd annotations in another chunk too
+    (``Collection.episodes_split``)."""
     otree = {episode: otree_data(task_data) for episode, task_data in data.items()}
     long = long_table(table)
     records = list(annotation_records(rows))
@@ -175,7 +175,6 @@ def chunk_pieces(
                                                 [records[i] for i in crowd])),
         "scores_long.csv": csv_rows(long),
         "scores_wide.csv": csv_rows(wide_table(table, otree, model_names)),
-        "scores_long.parquet": long,
     }
 
 
@@ -221,8 +220,10 @@ def _read_all(
             parquet = stack.enter_context(pq.ParquetWriter(staging / "scores_long.parquet",
                                                            schema))
         for part in read_parts(chunks, settings, reading.workers, outputs):
-            if "scores_long.parquet" in part.pieces:
-                parquet.write_table(part.pieces.pop("scores_long.parquet").replace_schema_metadata(
+            # Its rows made again here from the part's table: cheaper than a worker pickling
+            # them over.
+            if staging is not None:
+                parquet.write_table(long_table(part.table).replace_schema_metadata(
                     schema.metadata))
             collection.add(part)
             bar.update(part.size)

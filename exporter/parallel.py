@@ -4,10 +4,10 @@ Decoding and validating are pure Python work on independent chunks, so they scal
 processes, not threads. At most two chunks per worker are in flight, which bounds memory
 whatever the size of the export. An export that fits in one chunk is read in this process.
 
-Each chunk's share of the output files (the ``Part.pieces`` that are bytes) is appended by the
-worker that made it, once the chunks before it have been appended: the files come out in
-input order, and hundreds of megabytes never travel back through a pipe. A thread in each
-worker waits for that turn, so the worker goes on with its next chunk meanwhile.
+Each chunk's share of the output files (``Part.pieces``) is appended by the worker that made
+it, once the chunks before it have been appended: the files come out in input order, and
+hundreds of megabytes never travel back through a pipe. A thread in each worker waits for that
+turn, so the worker goes on with its next chunk meanwhile.
 """
 
 from __future__ import annotations
@@ -93,9 +93,8 @@ def _append_in_turn(worker: _Worker) -> None:
 
 
 def _appender(part: Part, outputs: Mapping[str, Path]) -> Any:
-    """A call that appends the part's bytes pieces to ``outputs`` (they leave the part)."""
-    pieces = {name: part.pieces.pop(name) for name in list(part.pieces)
-              if isinstance(part.pieces[name], bytes)}
+    """A call that appends the part's pieces to ``outputs`` (they leave the part)."""
+    pieces, part.pieces = part.pieces, {}
 
     def append() -> None:
         for name, piece in pieces.items():
