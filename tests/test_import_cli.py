@@ -9,10 +9,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sotopia_ls.cli import main
-from sotopia_ls.client import existing_episode_ids, find_project
+from sotopia_ls.client import create_project, existing_episode_ids, find_project, import_batch
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name
+from sotopia_ls.errors import LabelStudioError
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.importer.push import push_episodes
+from sotopia_ls.tasks import episode_to_task
 
 pytestmark = pytest.mark.server
 
@@ -185,3 +187,21 @@ def test_config_check_fails_when_the_file_is_stale(tmp_path):
     path.write_text(path.read_text().replace("believability_1", "believability_one"))
     stale = CliRunner().invoke(main, ["config", "-o", str(path), "--check"])
     assert stale.exit_code == 1 and "out of date" in stale.output
+
+
+def test_a_batch_label_studio_refuses_is_a_clear_error_and_adds_nothing(
+    label_studio, ls_client, shared_data, project_title
+):
+    episode = load_episodes([shared_data / "episodelog"]).episodes[0]
+    project = create_project(ls_client, project_title)
+    ids = import_batch(ls_client, project.id, [{"data": episode_to_task(episode)}])
+    assert existing_episode_ids(ls_client, project.id) == {episode.id: ids[0]}
+
+    # Label Studio refuses a task without the fields its labeling config shows.
+    with pytest.raises(LabelStudioError) as refused:
+        import_batch(ls_client, project.id, [{"data": {"episode_id": "other"}}])
+    message = str(refused.value)
+    print(message)
+    assert f"project {project.id}" in message and "HTTP 400" in message
+    assert "validation" in message.lower() or "scenario" in message
+    assert existing_episode_ids(ls_client, project.id) == {episode.id: ids[0]}
