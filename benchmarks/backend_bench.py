@@ -1,6 +1,6 @@
 """The stored provider's latency: the real backend process answering /predict in 100-task batches.
 
-Every task carries the shared EpisodeLog fixture's stored evaluation (with a fresh episode id),
+Every task carries the sample EpisodeLog fixture's stored evaluation (with a fresh episode id),
 so every task costs a full 28-result prediction. Each batch is timed from request to parsed
 answer over HTTP on 127.0.0.1; per-task figures are batch times divided by the batch size.
 One unmeasured batch warms the server first. The last line printed is the summary.
@@ -26,14 +26,13 @@ from sotopia_ls import server
 from sotopia_ls.config import labeling_config
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment
+from sotopia_ls.samples import EPISODELOG
 from sotopia_ls.tasks import EPISODE_ID, episode_to_task
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURE = REPO.parent / "shared" / "data" / "sotopia" / "episodelog" / "fixture_episode.json"
 
 
 def fixture_task_data() -> dict[str, Any]:
-    loaded = load_episodes([FIXTURE])
+    loaded = load_episodes([EPISODELOG])
     loaded.raise_on_problems()
     return episode_to_task(loaded.episodes[0])
 

@@ -80,12 +80,12 @@ def _peak_rss(pid: int) -> Iterator[list[float]]:
 
 
 def annotated_project(
-    client: LabelStudio, shared: Path, tasks: int, annotators: int, *, seed: int = 0
+    client: LabelStudio, tasks: int, annotators: int, *, seed: int = 0
 ) -> int:
-    """A project of ``tasks`` varied shared episodes, each with ``annotators`` real-looking answers."""
+    """A project of ``tasks`` varied sample episodes, each with ``annotators`` real-looking answers."""
     rng = random.Random(seed)
-    ratings = load.real_ratings(shared)
-    episodes = load.episodes(load.seed_episodes(shared), tasks, seed=seed)
+    ratings = load.real_ratings()
+    episodes = load.episodes(load.seed_episodes(), tasks, seed=seed)
     project = create_project(client, f"bench_live_{uuid.uuid4().hex[:8]}").id
     for start in range(0, len(episodes), IMPORT_BATCH):
         payloads = [
@@ -120,9 +120,9 @@ def _measure(
 
 
 def measure_live_export(
-    client: LabelStudio, pid: int, shared: Path, *, tasks: int, annotators: int
+    client: LabelStudio, pid: int, *, tasks: int, annotators: int
 ) -> list[LiveFigures]:
-    project = annotated_project(client, shared, tasks, annotators)
+    project = annotated_project(client, tasks, annotators)
     try:
         return [
             _measure("export snapshot (the exporter)", pid,

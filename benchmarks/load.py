@@ -1,8 +1,8 @@
-"""Synthetic load made from the real shared Sotopia data.
+"""Synthetic load made from the real Sotopia sample data shipped with the package.
 
-Episodes are copies of the shared episodes (parsed by the importer) with fresh ids and a
+Episodes are copies of the sample episodes (parsed by the importer) with fresh ids and a
 different run of turns each, so task sizes spread around the real ones. Annotations reuse the
-28 ratings and rationales of real rows of the shared oTree human-evaluation CSVs, so an export
+28 ratings and rationales of real rows of the sample oTree human-evaluation CSVs, so an export
 file holds the text lengths and score spread of a real study.
 """
 
@@ -21,17 +21,17 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.results import results_from_scores
+from sotopia_ls.samples import DUMP, EPISODELOG, HUMAN_EVAL, OTREE_EPISODES
 from sotopia_ls.tasks import episode_to_task
 
-SEED_FOLDERS = ("otree_episodes", "episodelog", "hf_jsonl")
-HUMAN_EVAL = "human_eval"
+SEED_FILES = (OTREE_EPISODES, EPISODELOG, DUMP)
 
 Scores = dict[int, dict[str, tuple[str, int]]]
 
 
-def seed_episodes(shared: Path) -> list[Episode]:
-    """Every episode of the shared episode files; any parse problem is an error here."""
-    result = load_episodes([shared / folder for folder in SEED_FOLDERS])
+def seed_episodes() -> list[Episode]:
+    """Every episode of the sample episode files; any parse problem is an error here."""
+    result = load_episodes(SEED_FILES)
     result.raise_on_problems()
     return result.episodes
 
@@ -52,9 +52,9 @@ def episodes(seeds: list[Episode], count: int, *, seed: int = 0) -> list[Episode
     return [vary(seeds[index % len(seeds)], index, rng) for index in range(count)]
 
 
-def real_ratings(shared: Path) -> list[Scores]:
-    """The 28 answers of each row of the shared human-evaluation CSVs."""
-    frames = [pd.read_csv(path) for path in sorted((shared / HUMAN_EVAL).glob("*.csv"))]
+def real_ratings() -> list[Scores]:
+    """The 28 answers of each row of the sample human-evaluation CSVs."""
+    frames = [pd.read_csv(path) for path in sorted(HUMAN_EVAL.glob("*.csv"))]
     rows = pd.concat(frames, ignore_index=True)
     return [
         {
@@ -145,7 +145,7 @@ def _export_tasks(
 
 
 def write_export_file(
-    path: Path, shared: Path, *, annotations: int, annotators: int = 2, seed: int = 0
+    path: Path, *, annotations: int, annotators: int = 2, seed: int = 0
 ) -> Path:
     """A Label Studio JSON export with ``annotations`` annotations, ``annotators`` per task.
 
@@ -155,7 +155,7 @@ def write_export_file(
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    tasks = _export_tasks(seed_episodes(shared), real_ratings(shared), annotations, annotators, seed)
+    tasks = _export_tasks(seed_episodes(), real_ratings(), annotations, annotators, seed)
     with partial.open("w", encoding="utf-8") as out:
         out.write("[")
         for index, task in enumerate(tasks):

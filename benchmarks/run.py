@@ -28,7 +28,6 @@ import pandas as pd
 from . import exporting, importing, live_export, load, servers
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data" / "sotopia"
 WORK = REPO / "var" / "benchmarks"
 BACKEND_BENCH = Path(__file__).with_name("backend_bench.py")
 PARTS = ("import", "export", "live-export", "backend")
@@ -58,9 +57,9 @@ def seconds(value: float) -> str:
 
 
 def import_rows(episodes: int, batch_size: int, rounds: int, database: str) -> list[dict]:
-    seeds = load.seed_episodes(SHARED)
+    seeds = load.seed_episodes()
     work = load.episodes(seeds, episodes)
-    click.echo(f"import: {len(work):,} episodes made from {len(seeds)} shared ones; "
+    click.echo(f"import: {len(work):,} episodes made from {len(seeds)} sample ones; "
                f"starting Label Studio on {database}", err=True)
     with servers.label_studio(database) as running:
         figures = importing.measure_import(running.client, work, batch_size=batch_size, rounds=rounds)
@@ -103,7 +102,7 @@ def import_rows(episodes: int, batch_size: int, rounds: int, database: str) -> l
 def export_rows(annotations: int, annotators: int, rounds: int, profile: Path | None) -> list[dict]:
     path = WORK / f"export-{annotations}x{annotators}.json"
     click.echo(f"export: writing or reusing {path.relative_to(REPO)}", err=True)
-    load.write_export_file(path, SHARED, annotations=annotations, annotators=annotators)
+    load.write_export_file(path, annotations=annotations, annotators=annotators)
     size_mb = path.stat().st_size / 2**20
     rows = []
     for stage in exporting.STAGES:
@@ -157,7 +156,7 @@ def live_export_rows(tasks: int, annotators: int, database: str) -> list[dict]:
     # benchmark would absorb the export's growth unseen.
     with servers.label_studio(database) as running:
         measured = live_export.measure_live_export(
-            running.client, running.pid, SHARED, tasks=tasks, annotators=annotators
+            running.client, running.pid, tasks=tasks, annotators=annotators
         )
     return [
         {

@@ -1,32 +1,34 @@
 """``sotopia-ls ml-backend`` serves the backend; ``sotopia-ls connect`` registers it with a project.
 
-The backend runs in an environment of its own (``.venv-ml`` of the repository by default),
+The backend runs in an environment of its own (``.venv-ml`` in the current folder by default),
 because label-studio-ml 1.0.9 pins Flask and Werkzeug versions that must not sit beside the
-Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of
-``pyproject.toml``. ``connect`` runs here, beside label-studio-sdk.
-
+Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of the installed
+package, read from the package's metadata, so a source checkout and a wheel install work alike.
+``connect`` runs here, beside label-studio-sdk.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import json
 import os
 import subprocess
 import sys
+from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
 import click
-import tomllib
+from packaging.requirements import Requirement
 
 from ..client import connect, find_project, sdk_errors, set_prefill
 from ..errors import LabelStudioError, SotopiaLSError
 from ..options import server_options
 from . import PROVIDERS
 
-REPO = Path(__file__).resolve().parents[1]
-ML_ENV = REPO / ".venv-ml"
+DISTRIBUTION = "sotopia-label-studio"
+ML_ENV = Path(".venv-ml")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9090
 DEFAULT_TITLE = "sotopia-ls"
@@ -34,14 +36,27 @@ AUTH_ENV = ("ML_SERVER_BASIC_AUTH_USER", "ML_SERVER_BASIC_AUTH_PASS")
 CONNECTED = "CO"
 
 
-def ml_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
-    """The ``ml`` extra of the package: the backend's pinned requirements."""
-    if not pyproject.is_file():
-        raise SotopiaLSError(
-            f"{pyproject} not found: outside a source checkout, install "
-            "'sotopia-label-studio[ml]' into an environment of its own and pass --python"
-        )
-    return tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["ml"]
+def ml_requirements() -> list[str]:
+    """The ``ml`` extra of the installed package: the backend's pinned requirements."""
+    found = []
+    for line in distribution(DISTRIBUTION).requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is not None and requirement.marker.evaluate({"extra": "ml"}):
+            requirement.marker = None
+            found.append(str(requirement))
+    return found
+
+
+def package_source() -> list[str]:
+    """pip arguments that install this very package: where it was installed from (PEP 610's
+    ``direct_url.json``: a checkout, editable or not, or a wheel file), else its release."""
+    dist = distribution(DISTRIBUTION)
+    origin = json.loads(dist.read_text("direct_url.json") or "{}")
+    url = origin.get("url", "")
+    if url.startswith("file://"):
+        path = url.removeprefix("file://")
+        return ["-e", path] if origin.get("dir_info", {}).get("editable") else [path]
+    return [url or f"{DISTRIBUTION}=={dist.version}"]
 
 
 def _serves(python: Path) -> bool:
@@ -61,7 +76,7 @@ def ensure_ml_environment(venv: Path = ML_ENV, *, update: bool = False) -> Path:
     if update or not _serves(python):
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run([*pip, *ml_requirements()], check=True)
-        subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True)
+        subprocess.run([*pip, "--no-deps", *package_source()], check=True)
     return python
 
 
@@ -110,9 +125,9 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--python", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     envvar="SOTOPIA_LS_ML_PYTHON", show_envvar=True,
-    help="Python of an environment with the ml extra. Default: this one if it has it, else .venv-ml.",
+    help="Python of an environment with the ml extra. Default: this one if it has it, else ./.venv-ml.",
 )
-@click.option("--setup", is_flag=True, help="Create or update .venv-ml (the ml extra) first.")
+@click.option("--setup", is_flag=True, help="Create or update ./.venv-ml (the ml extra) first.")
 def ml_backend_command(
     host: str, port: int, provider: str, threads: int, python: Path | None, setup: bool
 ) -> None:

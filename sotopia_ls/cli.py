@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import click
 
-from . import server
+from . import samples, server
 from .client import connect, create_project, find_project
-from .config import instructions_html, labeling_config_is_current, write_labeling_config
+from .config import (
+    LABELING_CONFIG_FILE,
+    instructions_html,
+    labeling_config_is_current,
+    write_labeling_config,
+)
 from .errors import InvalidInput, LabelStudioError, ProjectNotFound, SotopiaLSError
 from .importer import FORMATS, LoadResult, load_episodes
 from .exporter.commands import export_command, report_command
@@ -18,7 +24,6 @@ from .ml_backend.commands import connect_command, ml_backend_command
 from .importer.push import DEFAULT_BATCH_SIZE, PushReport, push_episodes, task_payload
 from .options import server_options
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TITLE = "Sotopia human evaluation"
 
 
@@ -39,7 +44,7 @@ def main() -> None:
 @main.command("config")
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-    default=REPO / "labeling_config.xml", show_default="labeling_config.xml in the repository",
+    default=Path(LABELING_CONFIG_FILE), show_default=True,
     help="Where to write the labeling config.",
 )
 @click.option("--check", is_flag=True, help="Do not write; exit 1 if the file is out of date.")
@@ -204,8 +209,10 @@ def import_command(
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--data-dir", type=click.Path(file_okay=False, path_type=Path),
-    default=REPO / "var" / "label-studio", show_default="var/label-studio in the repository",
-    help="Label Studio's SQLite database and files; kept between runs.",
+    default=Path("var") / "label-studio", show_default=True,
+    envvar="SOTOPIA_LS_DATA_DIR", show_envvar=True,
+    help="Label Studio's SQLite database, files and the demo login; kept between runs. "
+    "Relative to the current folder.",
 )
 @click.option("--host", default=server.DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
@@ -224,13 +231,13 @@ def up_command(
 
     Starts Label Studio on SQLite (loopback only by default), creates the login on first
     run, creates the project with the generated labeling config, imports the sample
-    episodes from examples/ (or PATHS), and prints the address and login.
+    episodes shipped with the package (or PATHS), and prints the address and login.
 
     Example:
 
         sotopia-ls up --port 8080
     """
-    paths = paths or (REPO / "examples",)
+    paths = paths or samples.DEMO
     credentials = server.Credentials.load_or_create(data_dir / "credentials.json")
     try:
         result = load_episodes(paths)
@@ -260,6 +267,30 @@ def up_command(
                 running.process.wait()
             except KeyboardInterrupt:
                 click.echo("stopping…")
+
+
+@main.command("samples")
+@click.argument(
+    "destination", type=click.Path(file_okay=False, path_type=Path),
+    default=Path("sotopia-samples"),
+)
+def samples_command(destination: Path) -> None:
+    """Copy the Sotopia sample data shipped with the package into DESTINATION.
+
+    Real episodes of every input format (oTree JSON, EpisodeLog, dump JSONL) and the oTree
+    human-evaluation CSVs, with their provenance and licences, to try the commands on.
+
+    Example:
+
+        sotopia-ls samples my-samples && sotopia-ls import my-samples --dry-run -o tasks.json
+    """
+    if destination.exists() and any(destination.iterdir()):
+        raise click.ClickException(f"{destination} exists and is not empty; name a new folder")
+    shutil.copytree(
+        samples.SAMPLES, destination, dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("__init__.py", "__pycache__"),
+    )
+    click.echo(f"copied the Sotopia samples to {destination}/ (see its README.md)")
 
 
 main.add_command(export_command)

@@ -30,6 +30,8 @@ from .errors import InvalidLabelingConfig
 from .tasks import DIALOGUE, agent_field
 
 LABELING_CONFIG_FILE = "labeling_config.xml"
+# The generated config as shipped, for pasting into Label Studio by hand; a test keeps it current.
+PACKAGED_CONFIG = Path(__file__).resolve().with_name(LABELING_CONFIG_FILE)
 
 # Label Studio binds every Choice without a `hotkey` to the next free key of
 # "1234567890qwe…", so the first 33 radio buttons of the form would answer to single

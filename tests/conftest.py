@@ -14,17 +14,14 @@ import pytest
 from label_studio_sdk import LabelStudio
 
 from sotopia_ls import server
+from sotopia_ls.samples import SAMPLES
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "sotopia"
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The real Sotopia sample data shipped beside the repository (never copied into it)."""
-    if not SHARED.is_dir():
-        pytest.fail(f"shared Sotopia data not found at {SHARED}")
-    return SHARED
+def sample_data() -> Path:
+    """The real Sotopia sample data shipped with the package (``sotopia_ls/samples``)."""
+    return SAMPLES
 
 
 @pytest.fixture(scope="session")

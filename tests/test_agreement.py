@@ -1,6 +1,6 @@
 """Agreement, human-vs-model and qualification figures equal what the libraries compute directly.
 
-These use the real ratings of the shared oTree study (no server needed): the statistics are
+These use the real ratings of the sample oTree study (no server needed): the statistics are
 pure functions of the ``scores_long`` table.
 """
 
@@ -18,14 +18,14 @@ from sotopia_ls.exporter.agreement import agreement_table, binarize
 from sotopia_ls.exporter.comparison import annotator_table, human_vs_model, qualification
 
 
-def study_long(shared: pd.DataFrame) -> pd.DataFrame:
-    """The shared CSVs as ``scores_long``: each CSV row one annotation by its own annotator."""
+def study_long(study: pd.DataFrame) -> pd.DataFrame:
+    """The sample CSVs as ``scores_long``: each CSV row one annotation by its own annotator."""
     parts = [
         pd.DataFrame({
-            "episode_id": shared["pk"], "annotation_id": shared.index,
-            "annotator_id": "row-" + shared.index.astype(str), "agent": agent,
-            "dimension": key, "score": shared[rating_name(key, agent)].astype("int64"),
-            "rationale": shared[reasoning_name(key, agent)], "lead_time": 60.0,
+            "episode_id": study["pk"], "annotation_id": study.index,
+            "annotator_id": "row-" + study.index.astype(str), "agent": agent,
+            "dimension": key, "score": study[rating_name(key, agent)].astype("int64"),
+            "rationale": study[reasoning_name(key, agent)], "lead_time": 60.0,
             "ground_truth": False,
         })
         for agent in AGENTS for key in DIMENSION_KEYS
@@ -34,8 +34,8 @@ def study_long(shared: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def long(shared_data) -> pd.DataFrame:
-    csvs = sorted((shared_data / "human_eval").glob("*_final.csv"))
+def long(sample_data) -> pd.DataFrame:
+    csvs = sorted((sample_data / "human_eval").glob("*_final.csv"))
     return study_long(pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True))
 
 
@@ -138,7 +138,7 @@ def test_qualification_passes_within_two_points_and_fails_at_three():
     assert result.loc["far", "max_gap_goal"] == 3 and result.loc["close", "units"] == 1
 
 
-def test_annotator_table_measures_distance_from_the_others_on_shared_units():
+def test_annotator_table_measures_distance_from_the_others_on_common_units():
     long = pd.DataFrame({
         "episode_id": "e", "agent": 1, "dimension": "goal", "annotation_id": [1, 2, 3],
         "annotator_id": ["a", "b", "c"], "score": [4, 6, 8], "lead_time": [10.0, 20.0, 30.0],

@@ -71,8 +71,8 @@ IMAGE = '<img src=x onerror="window.__xss=1">'
 
 
 @pytest.fixture(scope="module")
-def episode(shared_data: Path) -> Episode:
-    loaded = load_episodes([shared_data / "episodelog" / "fixture_episode.json"])
+def episode(sample_data: Path) -> Episode:
+    loaded = load_episodes([sample_data / "episodelog" / "fixture_episode.json"])
     loaded.raise_on_problems()
     return loaded.episodes[0]
 

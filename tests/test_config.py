@@ -12,6 +12,7 @@ from label_studio_sdk.label_interface import LabelInterface
 
 from sotopia_ls.config import (
     LABELING_CONFIG_FILE,
+    PACKAGED_CONFIG,
     instructions_html,
     labeling_config,
     labeling_config_is_current,
@@ -21,7 +22,6 @@ from sotopia_ls.config import (
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC, rating_name, reasoning_name
 from sotopia_ls.errors import InvalidLabelingConfig
 
-CHECKED_IN = Path(__file__).resolve().parents[1] / LABELING_CONFIG_FILE
 RATINGS = [(d, agent) for agent in AGENTS for d in DIMENSIONS]
 
 
@@ -91,8 +91,9 @@ def test_rubric_text_survives_xml_escaping_exactly():
 
 
 def test_the_checked_in_config_is_what_the_rubric_generates():
-    assert labeling_config_is_current(CHECKED_IN), (
-        f"{LABELING_CONFIG_FILE} is stale: regenerate it with `sotopia-ls config`"
+    assert labeling_config_is_current(PACKAGED_CONFIG), (
+        f"{PACKAGED_CONFIG} is stale: regenerate it with "
+        "`sotopia-ls config -o sotopia_ls/labeling_config.xml`"
     )
 
 

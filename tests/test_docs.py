@@ -10,7 +10,10 @@ import pytest
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import DIMENSIONS
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+# Where code could reach a folder beside the repository: the parent of the checkout.
+OUTSIDE = ("../", "parents[2]", "REPO.parent", ".parent.parent")
 COMMANDS = sorted(main.commands)
 
 
@@ -29,9 +32,24 @@ def test_readme_documents_command(name):
 
 
 def test_readme_gives_the_two_commands_ci_runs():
-    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
-    assert "scripts/test" in ci
+    ci = (REPO / ".ci" / "run").read_text()
+    assert ci.rstrip().endswith("exec scripts/test")
     assert "scripts/demo" in README and "scripts/test" in README
+
+
+def test_ci_runs_the_tests_in_a_fresh_clone_alone_in_an_empty_folder():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "mktemp -d" in ci and "git clone" in ci
+
+
+@pytest.mark.parametrize("folder", ["sotopia_ls", "importer", "exporter", "ml_backend", "tests",
+                                    "benchmarks", "scripts", ".ci"])
+def test_nothing_reads_a_folder_beside_the_repository(folder):
+    for path in (REPO / folder).rglob("*"):
+        if path.is_file() and path.suffix in {".py", ""} and path.name != "test_docs.py":
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found = [pattern for pattern in OUTSIDE if pattern in text]
+            assert not found, f"{path.relative_to(REPO)} reaches outside the repository: {found}"
 
 
 @pytest.mark.parametrize("dimension", DIMENSIONS, ids=lambda d: d.key)

@@ -35,18 +35,18 @@ TRICKY = [
 ]
 
 
-def human_ratings(shared_data: Path) -> list[dict[int, dict[str, tuple[str, int]]]]:
-    """The 85 rows of the shared oTree human evaluation, as (rationale, score) per agent."""
+def human_ratings(sample_data: Path) -> list[dict[int, dict[str, tuple[str, int]]]]:
+    """The 85 rows of the sample oTree human evaluation, as (rationale, score) per agent."""
     rows = pd.concat(pd.read_csv(path) for path in
-                     sorted((shared_data / "human_eval").glob("*_final.csv")))
+                     sorted((sample_data / "human_eval").glob("*_final.csv")))
     return [{a: {d.key: (str(row[reasoning_name(d.key, a)]), int(row[rating_name(d.key, a)]))
                  for d in DIMENSIONS} for a in AGENTS} for _, row in rows.iterrows()]
 
 
 @pytest.fixture(scope="module")
-def tasks(shared_data) -> list[dict]:
-    episodes = load_episodes([shared_data / "otree_episodes"]).episodes
-    ratings = human_ratings(shared_data)
+def tasks(sample_data) -> list[dict]:
+    episodes = load_episodes([sample_data / "otree_episodes"]).episodes
+    ratings = human_ratings(sample_data)
     tasks = []
     for number, episode in enumerate(episodes, start=1):
         annotations = []

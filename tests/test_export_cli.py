@@ -23,9 +23,9 @@ def scores(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
 
 
 @pytest.fixture
-def export_file(shared_data, tmp_path) -> Path:
+def export_file(sample_data, tmp_path) -> Path:
     """A Label Studio JSON export as the UI writes it, annotators given as email objects."""
-    episodes = load_episodes([shared_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:3]
+    episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:3]
     tasks = [
         {
             "id": number,

@@ -29,9 +29,9 @@ def new_annotator(ls_client, role: str):
 
 
 def test_the_export_marks_scores_changed_from_the_prefilled_prediction(
-    ls_client, shared_data, project_title
+    ls_client, sample_data, project_title
 ):
-    (episode,) = load_episodes([shared_data / "episodelog"]).episodes
+    (episode,) = load_episodes([sample_data / "episodelog"]).episodes
     project = create_project(ls_client, project_title)
     push_episodes(ls_client, project.id, [episode], with_predictions=True, progress=False)
     task_id = existing_episode_ids(ls_client, project.id)[episode.id]

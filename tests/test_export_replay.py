@@ -1,7 +1,7 @@
 """The Sotopia oTree study, replayed in Label Studio, comes back out unchanged.
 
-The 42 shared human-eval episodes are imported into a real Label Studio; every row of both
-shared ``*_final.csv`` files becomes an annotation by its own Label Studio user. Exporting the
+The 42 sample human-eval episodes are imported into a real Label Studio; every row of both
+sample ``*_final.csv`` files becomes an annotation by its own Label Studio user. Exporting the
 project must give back every score and rationale, the oTree CSV layout, the same
 Krippendorff's α as the CSVs, and records Sotopia's own pydantic models accept.
 """
@@ -50,8 +50,8 @@ class Replay:
     server_env: dict[str, str]
 
 
-def read_study(shared: Path) -> pd.DataFrame:
-    frames = [pd.read_csv(shared / "human_eval" / name).assign(file=name) for name in CSV_FILES]
+def read_study(samples: Path) -> pd.DataFrame:
+    frames = [pd.read_csv(samples / "human_eval" / name).assign(file=name) for name in CSV_FILES]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -66,15 +66,15 @@ def scores_of(row: pd.Series) -> dict[int, dict[str, tuple[str, int]]]:
 
 
 @pytest.fixture(scope="module")
-def replay(ls_client, label_studio, shared_data, tmp_path_factory) -> Replay:
+def replay(ls_client, label_studio, sample_data, tmp_path_factory) -> Replay:
     project = create_project(ls_client, f"test_{uuid.uuid4().hex[:12]}")
-    episodes = load_episodes([shared_data / "otree_episodes"]).episodes
+    episodes = load_episodes([sample_data / "otree_episodes"]).episodes
     ls_client.projects.import_tasks(
         id=project.id, request=[{"data": episode_to_task(e)} for e in episodes],
         return_task_ids=True,
     )
     task_ids = existing_episode_ids(ls_client, project.id)
-    rows = read_study(shared_data)
+    rows = read_study(sample_data)
     run = uuid.uuid4().hex[:6]
     emails = []
     for number, row in rows.iterrows():
@@ -200,7 +200,7 @@ def test_annotations_jsonl_has_sotopia_rewards_and_reasoning(replay):
         assert f"goal: {row['goal_reasoning_2']}\n" in record["reasoning"]
 
 
-def test_scores_wide_has_the_csv_columns_rows_and_values(replay, shared_data, tmp_path):
+def test_scores_wide_has_the_csv_columns_rows_and_values(replay, sample_data, tmp_path):
     out = tmp_path / "wide"
     labels = [f"--model-name={tag}={label}" for tag, label in MODEL_LABELS.items()]
     result = CliRunner().invoke(
@@ -214,7 +214,7 @@ def test_scores_wide_has_the_csv_columns_rows_and_values(replay, shared_data, tm
     wide = pd.read_csv(out / "scores_wide.csv")
     original = replay.rows
     for name in CSV_FILES:
-        assert list(wide.columns) == list(pd.read_csv(shared_data / "human_eval" / name).columns)
+        assert list(wide.columns) == list(pd.read_csv(sample_data / "human_eval" / name).columns)
     assert len(wide) == len(original)
     wide = wide.set_index("prolific_id").loc[original["email"]].reset_index()
     score_columns = list(wide.columns[5:])

@@ -57,9 +57,9 @@ class Crowd:
 
 
 @pytest.fixture(scope="module")
-def crowd(ls_client, label_studio, shared_data) -> Crowd:
+def crowd(ls_client, label_studio, sample_data) -> Crowd:
     project = create_project(ls_client, f"test_{uuid.uuid4().hex[:12]}")
-    episode = load_episodes([shared_data / FIXTURE]).episodes[0]
+    episode = load_episodes([sample_data / FIXTURE]).episodes[0]
     ls_client.projects.import_tasks(id=project.id, request=[{"data": episode_to_task(episode)}])
     task_id = existing_episode_ids(ls_client, project.id)[episode.id]
     run = uuid.uuid4().hex[:6]
@@ -193,9 +193,9 @@ def test_report_compares_humans_with_the_stored_evaluation_and_the_expert(ls_cli
     assert set(report.annotators["annotator_id"].str.split("-").str[0]) == {"alice", "bob"}
 
 
-def test_a_backends_predictions_stand_in_for_a_missing_stored_evaluation(ls_client, shared_data):
+def test_a_backends_predictions_stand_in_for_a_missing_stored_evaluation(ls_client, sample_data):
     project = create_project(ls_client, f"test_{uuid.uuid4().hex[:12]}")
-    episode = load_episodes([shared_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[0]
+    episode = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[0]
     assert episode.evaluation is None
     judged = ratings(2, "backend")
     prediction = {"model_version": "backend-v1", "result": results_from_scores(judged)}

@@ -28,11 +28,11 @@ def run_import(label_studio, *args: str) -> Result:
     return result
 
 
-def all_sources(shared: Path) -> list[str]:
+def all_sources(samples: Path) -> list[str]:
     return [
-        str(shared / "otree_episodes"),
-        str(shared / "episodelog" / "fixture_episode.json"),
-        str(shared / "hf_jsonl" / "episode_tuple_rewards.jsonl"),
+        str(samples / "otree_episodes"),
+        str(samples / "episodelog" / "fixture_episode.json"),
+        str(samples / "hf_jsonl" / "episode_tuple_rewards.jsonl"),
     ]
 
 
@@ -40,10 +40,10 @@ def task_count(ls_client, title: str) -> int:
     return len(existing_episode_ids(ls_client, find_project(ls_client, title).id))
 
 
-def test_every_shared_episode_becomes_one_task_and_reruns_add_nothing(
-    label_studio, ls_client, shared_data, project_title
+def test_every_sample_episode_becomes_one_task_and_reruns_add_nothing(
+    label_studio, ls_client, sample_data, project_title
 ):
-    first = run_import(label_studio, *all_sources(shared_data), "--title", project_title)
+    first = run_import(label_studio, *all_sources(sample_data), "--title", project_title)
     assert first.exit_code == 0, first.output
     print(first.output)
     # 42 oTree episodes + the EpisodeLog fixture; the dump record is the same episode.
@@ -53,23 +53,23 @@ def test_every_shared_episode_becomes_one_task_and_reruns_add_nothing(
     assert project.show_instruction and "Believability" in project.expert_instruction
     assert task_count(ls_client, project_title) == 43
 
-    again = run_import(label_studio, *all_sources(shared_data), "--project", str(project.id))
+    again = run_import(label_studio, *all_sources(sample_data), "--project", str(project.id))
     assert again.exit_code == 0, again.output
     assert "imported 0 task(s)" in again.output and "43 already in the project" in again.output
     assert task_count(ls_client, project_title) == 43
 
 
 def test_an_interrupted_import_resumes_to_one_task_per_episode(
-    label_studio, ls_client, shared_data, project_title
+    label_studio, ls_client, sample_data, project_title
 ):
-    episodes = load_episodes([shared_data / "otree_episodes"]).episodes
-    created = run_import(label_studio, str(shared_data / "episodelog"), "--title", project_title)
+    episodes = load_episodes([sample_data / "otree_episodes"]).episodes
+    created = run_import(label_studio, str(sample_data / "episodelog"), "--title", project_title)
     assert created.exit_code == 0, created.output
     project = find_project(ls_client, project_title)
     # The state an interrupted run leaves behind: some complete batches, the rest missing.
     push_episodes(ls_client, project.id, episodes[:10], batch_size=4, progress=False)
 
-    resumed = run_import(label_studio, str(shared_data / "otree_episodes"), "--project", project_title, "--batch-size", "7")
+    resumed = run_import(label_studio, str(sample_data / "otree_episodes"), "--project", project_title, "--batch-size", "7")
     assert resumed.exit_code == 0, resumed.output
     assert "imported 32 task(s) in 5 batch(es); 10 already in the project" in resumed.output
     ids = existing_episode_ids(ls_client, project.id)
@@ -77,9 +77,9 @@ def test_an_interrupted_import_resumes_to_one_task_per_episode(
 
 
 def test_with_predictions_attaches_the_stored_evaluation(
-    label_studio, ls_client, shared_data, project_title
+    label_studio, ls_client, sample_data, project_title
 ):
-    source = shared_data / "episodelog" / "fixture_episode.json"
+    source = sample_data / "episodelog" / "fixture_episode.json"
     rewards = json.loads(source.read_text())["rewards"]
     result = run_import(label_studio, str(source), "--title", project_title, "--with-predictions")
     assert result.exit_code == 0, result.output
@@ -97,8 +97,8 @@ def test_with_predictions_attaches_the_stored_evaluation(
             assert int(chosen[rating_name(key, agent)]) == rewards[agent - 1][1][key]
 
 
-def test_predictions_are_off_by_default(label_studio, ls_client, shared_data, project_title):
-    result = run_import(label_studio, str(shared_data / "episodelog"), "--title", project_title)
+def test_predictions_are_off_by_default(label_studio, ls_client, sample_data, project_title):
+    result = run_import(label_studio, str(sample_data / "episodelog"), "--title", project_title)
     assert result.exit_code == 0, result.output
     task_id = existing_episode_ids(ls_client, find_project(ls_client, project_title).id)[FIXTURE_ID]
     assert ls_client.tasks.get(id=str(task_id)).predictions == []
@@ -129,9 +129,9 @@ def _drop_second_agent(prompt: str) -> str:
 
 @pytest.mark.parametrize("bad_name", sorted(BAD_INPUTS))
 def test_a_bad_record_is_named_and_nothing_is_imported(
-    label_studio, ls_client, shared_data, project_title, tmp_path, bad_name
+    label_studio, ls_client, sample_data, project_title, tmp_path, bad_name
 ):
-    good_path = next((shared_data / "otree_episodes" / "GPT3.5-GPT3.5").glob("*.json"))
+    good_path = next((sample_data / "otree_episodes" / "GPT3.5-GPT3.5").glob("*.json"))
     good = json.loads(good_path.read_text())
     bad = tmp_path / bad_name
     bad.write_text(BAD_INPUTS[bad_name](good))
@@ -143,13 +143,13 @@ def test_a_bad_record_is_named_and_nothing_is_imported(
 
 
 def test_skip_invalid_imports_the_rest_and_writes_rejects(
-    label_studio, ls_client, shared_data, project_title, tmp_path
+    label_studio, ls_client, sample_data, project_title, tmp_path
 ):
     bad = tmp_path / "truncated.json"
     bad.write_text('{"pk": "x", "rewards_prompt": "Scenario')
     rejects = tmp_path / "rejects.jsonl"
     result = run_import(
-        label_studio, str(shared_data / "episodelog"), str(bad),
+        label_studio, str(sample_data / "episodelog"), str(bad),
         "--title", project_title, "--skip-invalid", "--rejects", str(rejects),
     )
     assert result.exit_code == 0, result.output
@@ -158,23 +158,23 @@ def test_skip_invalid_imports_the_rest_and_writes_rejects(
     assert reject["file"] == str(bad) and reject["reason"]
 
 
-def test_dry_run_writes_tasks_without_a_server(shared_data, tmp_path):
+def test_dry_run_writes_tasks_without_a_server(sample_data, tmp_path):
     out = tmp_path / "tasks.json"
     result = CliRunner().invoke(
-        main, ["import", str(shared_data / "otree_episodes"), "--dry-run", "-o", str(out)],
+        main, ["import", str(sample_data / "otree_episodes"), "--dry-run", "-o", str(out)],
         env={"LABEL_STUDIO_URL": "", "LABEL_STUDIO_API_KEY": ""},
     )
     assert result.exit_code == 0, result.output
     tasks = json.loads(out.read_text())
     assert len(tasks) == 42 and all("predictions" not in t for t in tasks)
     assert {t["data"]["episode_id"] for t in tasks} == {
-        p.stem for p in (shared_data / "otree_episodes").rglob("*.json")
+        p.stem for p in (sample_data / "otree_episodes").rglob("*.json")
     }
 
 
-def test_a_wrong_key_is_a_clear_error_that_does_not_echo_it(label_studio, shared_data):
+def test_a_wrong_key_is_a_clear_error_that_does_not_echo_it(label_studio, sample_data):
     result = CliRunner().invoke(
-        main, ["import", str(shared_data / "episodelog"), "--url", label_studio.url, "--api-key", "not-the-key-123"],
+        main, ["import", str(sample_data / "episodelog"), "--url", label_studio.url, "--api-key", "not-the-key-123"],
     )
     assert result.exit_code != 0
     assert "HTTP 401" in result.output and "not-the-key-123" not in result.output
@@ -190,9 +190,9 @@ def test_config_check_fails_when_the_file_is_stale(tmp_path):
 
 
 def test_a_batch_label_studio_refuses_is_a_clear_error_and_adds_nothing(
-    label_studio, ls_client, shared_data, project_title
+    label_studio, ls_client, sample_data, project_title
 ):
-    episode = load_episodes([shared_data / "episodelog"]).episodes[0]
+    episode = load_episodes([sample_data / "episodelog"]).episodes[0]
     project = create_project(ls_client, project_title)
     ids = import_batch(ls_client, project.id, [{"data": episode_to_task(episode)}])
     assert existing_episode_ids(ls_client, project.id) == {episode.id: ids[0]}

@@ -20,6 +20,7 @@ from sotopia_ls.importer import (
     episodes_from_records,
     load_episodes,
 )
+from sotopia_ls.samples import DEMO
 
 SPOT_CHECKED = "01HNBF16SEGD1033KGXQ67BDJV"
 FIXTURE_ID = "01H9FG15A2NDTNH8K6F2T5MZN3"
@@ -43,30 +44,30 @@ def by_id(result: LoadResult) -> dict[str, Episode]:
 
 
 @pytest.fixture(scope="module")
-def otree(shared_data: Path) -> LoadResult:
-    return load_episodes([shared_data / "otree_episodes"])
+def otree(sample_data: Path) -> LoadResult:
+    return load_episodes([sample_data / "otree_episodes"])
 
 
 @pytest.fixture(scope="module")
-def fixture_record(shared_data: Path) -> dict:
-    return json.loads((shared_data / "episodelog" / "fixture_episode.json").read_text())
+def fixture_record(sample_data: Path) -> dict:
+    return json.loads((sample_data / "episodelog" / "fixture_episode.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def dump_record(shared_data: Path) -> dict:
-    return json.loads((shared_data / "hf_jsonl" / "episode_tuple_rewards.jsonl").read_text())
+def dump_record(sample_data: Path) -> dict:
+    return json.loads((sample_data / "hf_jsonl" / "episode_tuple_rewards.jsonl").read_text())
 
 
 def test_the_formats_are_named():
     assert FORMATS == ("otree", "episodelog", "dump", "otree-csv")
 
 
-def test_every_otree_episode_parses(otree, shared_data, capsys):
+def test_every_otree_episode_parses(otree, sample_data, capsys):
     show_counts(capsys, "oTree episode JSON", otree)
     assert otree.problems == []
     assert otree.counts == {
-        f"otree:{shared_data / 'otree_episodes' / 'GPT3.5-GPT3.5'}": 14,
-        f"otree:{shared_data / 'otree_episodes' / 'GPT3.5-MistralInstruct'}": 28,
+        f"otree:{sample_data / 'otree_episodes' / 'GPT3.5-GPT3.5'}": 14,
+        f"otree:{sample_data / 'otree_episodes' / 'GPT3.5-MistralInstruct'}": 28,
     }
     assert len(otree.episodes) == 42
     for episode in otree.episodes:
@@ -176,8 +177,8 @@ def mutate(prompt: str) -> str:
         "01HNBENDNDYHZ3P0KD07E3HWZQ",  # empty turn mid-way, trailing '",'
     ],
 )
-def test_a_reformatted_otree_episode_parses_the_same(otree, shared_data, tmp_path, pk):
-    original = next((shared_data / "otree_episodes").glob(f"*/{pk}.json"))
+def test_a_reformatted_otree_episode_parses_the_same(otree, sample_data, tmp_path, pk):
+    original = next((sample_data / "otree_episodes").glob(f"*/{pk}.json"))
     record = json.loads(original.read_text())
     record["rewards_prompt"] = mutate(record["rewards_prompt"])
     assert "\r\n\r\n" in record["rewards_prompt"]
@@ -190,9 +191,9 @@ def test_a_reformatted_otree_episode_parses_the_same(otree, shared_data, tmp_pat
     assert content(result.episodes[0]) == content(by_id(otree)[pk])
 
 
-def test_an_episodelog_and_its_dump_are_the_same_episode(shared_data, capsys):
-    log = load_episodes([shared_data / "episodelog" / "fixture_episode.json"])
-    dump = load_episodes([shared_data / "hf_jsonl" / "episode_tuple_rewards.jsonl"])
+def test_an_episodelog_and_its_dump_are_the_same_episode(sample_data, capsys):
+    log = load_episodes([sample_data / "episodelog" / "fixture_episode.json"])
+    dump = load_episodes([sample_data / "hf_jsonl" / "episode_tuple_rewards.jsonl"])
     show_counts(capsys, "EpisodeLog", log)
     show_counts(capsys, "dump", dump)
     assert log.problems == dump.problems == []
@@ -215,8 +216,8 @@ def test_an_episodelog_and_its_dump_are_the_same_episode(shared_data, capsys):
     assert {turn.kind for turn in from_log.turns} == {"speak"}
 
 
-def test_the_stored_evaluation_is_the_episodes_rewards_and_reasoning(shared_data, fixture_record):
-    (episode,) = load_episodes([shared_data / "episodelog"]).episodes
+def test_the_stored_evaluation_is_the_episodes_rewards_and_reasoning(sample_data, fixture_record):
+    (episode,) = load_episodes([sample_data / "episodelog"]).episodes
     evaluation = episode.evaluation
     assert evaluation.evaluator == "gpt-4"
     for judgements, (_, rewards) in zip(evaluation.agents, fixture_record["rewards"]):
@@ -268,8 +269,8 @@ def test_a_dump_without_raw_messages_reads_its_social_interactions(dump_record):
     ]
 
 
-def test_the_human_eval_csvs_hold_the_otree_episodes(shared_data, otree, capsys):
-    folder = shared_data / "human_eval"
+def test_the_human_eval_csvs_hold_the_otree_episodes(sample_data, otree, capsys):
+    folder = sample_data / "human_eval"
     result = load_episodes([folder / "gpt3.5_final.csv", folder / "mistral-instruct_final.csv"])
     show_counts(capsys, "oTree human-eval CSV", result)
 
@@ -285,9 +286,9 @@ def test_the_human_eval_csvs_hold_the_otree_episodes(shared_data, otree, capsys)
             assert (shown.name, shown.goal, shown.secret) == (read.name, read.goal, read.secret)
 
 
-def test_a_csv_row_the_app_could_not_parse_is_covered_by_its_sibling(shared_data, tmp_path):
+def test_a_csv_row_the_app_could_not_parse_is_covered_by_its_sibling(sample_data, tmp_path):
     rows = pd.read_csv(
-        shared_data / "human_eval" / "gpt3.5_final.csv", dtype=str, keep_default_na=False
+        sample_data / "human_eval" / "gpt3.5_final.csv", dtype=str, keep_default_na=False
     )
     pk = rows["pk"].iloc[0]
     siblings = rows.index[rows["pk"] == pk]
@@ -308,16 +309,16 @@ def test_a_csv_row_the_app_could_not_parse_is_covered_by_its_sibling(shared_data
         assert "could not parse this episode" in problem.reason
 
 
-def test_dataframes_of_each_format_parse(shared_data, fixture_record, capsys):
-    dump_file = shared_data / "hf_jsonl" / "episode_tuple_rewards.jsonl"
-    csv_file = shared_data / "human_eval" / "mistral-instruct_final.csv"
+def test_dataframes_of_each_format_parse(sample_data, fixture_record, capsys):
+    dump_file = sample_data / "hf_jsonl" / "episode_tuple_rewards.jsonl"
+    csv_file = sample_data / "human_eval" / "mistral-instruct_final.csv"
     frames = {
         "episodelog": pd.read_json(io.StringIO(json.dumps([fixture_record]))),
         "dump": pd.read_json(dump_file, lines=True),
         "otree-csv": pd.read_csv(csv_file),
     }
     expected = {
-        "episodelog": by_id(load_episodes([shared_data / "episodelog"])),
+        "episodelog": by_id(load_episodes([sample_data / "episodelog"])),
         "dump": by_id(load_episodes([dump_file])),
         "otree-csv": by_id(load_episodes([csv_file])),
     }
@@ -331,9 +332,9 @@ def test_dataframes_of_each_format_parse(shared_data, fixture_record, capsys):
         ]
 
 
-def test_loading_everything_deduplicates_by_episode_id(shared_data, capsys):
-    result = load_episodes([shared_data])
-    show_counts(capsys, "the whole shared folder", result)
+def test_loading_everything_deduplicates_by_episode_id(sample_data, capsys):
+    result = load_episodes([sample_data])
+    show_counts(capsys, "the whole sample folder", result)
     assert result.problems == []
     # 42 oTree episodes (also in the CSVs) + the fixture episode (also in the dump)
     assert len(result.episodes) == 43
@@ -341,10 +342,9 @@ def test_loading_everything_deduplicates_by_episode_id(shared_data, capsys):
     assert sum(result.counts.values()) == len(result.episodes) + result.duplicates
 
 
-def test_the_shipped_examples_load(capsys):
-    examples = Path(__file__).resolve().parents[1] / "examples"
-    result = load_episodes([examples])
-    show_counts(capsys, "examples/", result)
+def test_the_demo_episodes_load(capsys):
+    result = load_episodes(DEMO)
+    show_counts(capsys, "the demo's episodes", result)
     assert result.problems == []
     assert {source.split(":")[0] for source in result.counts} == {"otree", "episodelog", "dump"}
     # the EpisodeLog and the dump hold the same episode

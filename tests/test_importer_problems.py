@@ -17,18 +17,18 @@ OTREE_EPISODE = "GPT3.5-GPT3.5/01H8ZG8A8JW5Z9RSH3G3H5MEN4.json"
 
 
 @pytest.fixture(scope="module")
-def otree_record(shared_data: Path) -> dict:
-    return json.loads((shared_data / "otree_episodes" / OTREE_EPISODE).read_text())
+def otree_record(sample_data: Path) -> dict:
+    return json.loads((sample_data / "otree_episodes" / OTREE_EPISODE).read_text())
 
 
 @pytest.fixture(scope="module")
-def log_record(shared_data: Path) -> dict:
-    return json.loads((shared_data / "episodelog" / "fixture_episode.json").read_text())
+def log_record(sample_data: Path) -> dict:
+    return json.loads((sample_data / "episodelog" / "fixture_episode.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def dump_record(shared_data: Path) -> dict:
-    return json.loads((shared_data / "hf_jsonl" / "episode_tuple_rewards.jsonl").read_text())
+def dump_record(sample_data: Path) -> dict:
+    return json.loads((sample_data / "hf_jsonl" / "episode_tuple_rewards.jsonl").read_text())
 
 
 def edited(record: dict, **changes: object) -> dict:
@@ -231,12 +231,12 @@ def test_a_failed_evaluation_is_no_evaluation(tmp_path, log_record):
     assert result.episodes[0].evaluation is None
 
 
-def test_a_folder_walk_records_unreadable_files_and_goes_on(tmp_path, shared_data):
+def test_a_folder_walk_records_unreadable_files_and_goes_on(tmp_path, sample_data):
     (tmp_path / "nested").mkdir()
     (tmp_path / "nested" / "latin1.json").write_bytes(b'{"pk": "caf\xe9"}')
     (tmp_path / "notes.txt").write_text("ignored by a folder walk")
     (tmp_path / "episode.json").write_text(
-        (shared_data / "otree_episodes" / OTREE_EPISODE).read_text()
+        (sample_data / "otree_episodes" / OTREE_EPISODE).read_text()
     )
 
     result = load_episodes([tmp_path, tmp_path / "notes.txt", tmp_path / "missing.json"])
@@ -252,16 +252,16 @@ def test_a_folder_walk_records_unreadable_files_and_goes_on(tmp_path, shared_dat
     assert reasons["missing.json"] == "no such file or folder"
 
 
-def test_the_same_episode_twice_is_a_duplicate_not_an_error(shared_data):
-    folder = shared_data / "otree_episodes" / "GPT3.5-GPT3.5"
+def test_the_same_episode_twice_is_a_duplicate_not_an_error(sample_data):
+    folder = sample_data / "otree_episodes" / "GPT3.5-GPT3.5"
 
     result = load_episodes([folder, folder / "01H8ZG8A8JW5Z9RSH3G3H5MEN4.json"])
 
     assert (len(result.episodes), result.duplicates, result.problems) == (14, 1, [])
 
 
-def test_a_named_format_skips_detection(tmp_path, shared_data):
-    result = load_episodes([shared_data / "episodelog"], format="otree")
+def test_a_named_format_skips_detection(tmp_path, sample_data):
+    result = load_episodes([sample_data / "episodelog"], format="otree")
     (problem,) = result.problems
     assert (
         "no 'Participants:' line" in problem.reason

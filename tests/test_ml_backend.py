@@ -62,7 +62,7 @@ class Backend:
 @pytest.fixture(scope="session")
 def ml_python() -> Path:
     """The backend's environment, made from the ml extra on first use (about a minute)."""
-    return ensure_ml_environment()
+    return ensure_ml_environment(Path(__file__).resolve().parents[1] / ".venv-ml")
 
 
 def start_backend(command: list[str], port: int, env: dict[str, str], log_path: Path) -> Backend:
@@ -108,10 +108,10 @@ def stored_backend(ml_python: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="module")
-def episodes(shared_data: Path) -> list[Episode]:
+def episodes(sample_data: Path) -> list[Episode]:
     """The EpisodeLog fixture (with an evaluation) and one oTree episode (without)."""
-    otree = sorted((shared_data / OTREE_EPISODE).glob("*.json"))[0]
-    loaded = load_episodes([shared_data / FIXTURE_EPISODE, otree])
+    otree = sorted((sample_data / OTREE_EPISODE).glob("*.json"))[0]
+    loaded = load_episodes([sample_data / FIXTURE_EPISODE, otree])
     loaded.raise_on_problems()
     evaluated, plain = sorted(loaded.episodes, key=lambda e: e.evaluation is None)
     assert evaluated.evaluation is not None and plain.evaluation is None

@@ -3,7 +3,7 @@
 ``scripts/postgres`` installs Debian's PostgreSQL when it is missing and starts a cluster of
 its own on 127.0.0.1; Label Studio is started on it with the settings it documents
 (``DJANGO_DB=default`` and ``POSTGRE_*``). Then the whole path runs against that server: the
-shared episodes are imported (twice: the rerun adds nothing), two annotators rate tasks through
+sample episodes are imported (twice: the rerun adds nothing), two annotators rate tasks through
 the SDK, and the exporter gets every score back. The rows are counted in PostgreSQL itself,
 so the test cannot pass on a server that quietly fell back to SQLite.
 """
@@ -96,10 +96,10 @@ def chosen_scores(task_number: int, annotator: int) -> dict[int, dict[str, tuple
 
 
 def test_import_annotate_export_on_postgresql(
-    on_postgres: OnPostgres, shared_data: Path, project_title: str, tmp_path: Path
+    on_postgres: OnPostgres, sample_data: Path, project_title: str, tmp_path: Path
 ) -> None:
     client = on_postgres.client
-    loaded = load_episodes([shared_data / "otree_episodes", shared_data / "episodelog"])
+    loaded = load_episodes([sample_data / "otree_episodes", sample_data / "episodelog"])
     assert not loaded.problems
     project = create_project(client, project_title)
 

@@ -13,8 +13,8 @@ from test_agreement import study_long
 
 
 @pytest.fixture(scope="module")
-def study(shared_data) -> pd.DataFrame:
-    csvs = sorted((shared_data / "human_eval").glob("*_final.csv"))
+def study(sample_data) -> pd.DataFrame:
+    csvs = sorted((sample_data / "human_eval").glob("*_final.csv"))
     return study_long(pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True))
 
 

@@ -1,0 +1,103 @@
+"""A researcher installs the package from a wheel, far from any checkout, and it works.
+
+The wheel is built from a copy of the working tree, installed into a new virtual environment,
+and run from an empty folder: the labeling config, the sample episodes and the demo all come
+from the installed package, every file the commands write lands in that folder, and nothing
+is written into site-packages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sotopia_ls.config import labeling_config
+from sotopia_ls.server import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def working_tree(destination: Path) -> Path:
+    """The repository's files as they are now (tracked and new, not ignored), copied."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, check=True, capture_output=True,
+    ).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(path.relative_to(folder)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in folder.rglob("*") if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` folder of a new environment holding only the wheel and its dependencies."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = working_tree(root / "source")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(root / "dist"),
+         str(source)],
+        check=True,
+    )
+    (wheel,) = (root / "dist").glob("sotopia_label_studio-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    subprocess.run(
+        [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet",
+         "--disable-pip-version-check", str(wheel)],
+        check=True,
+    )
+    return root / "venv" / "bin"
+
+
+def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
+    site_packages = next((installed.parent / "lib").glob("python3*/site-packages"))
+    before = snapshot(site_packages)
+    work = tmp_path / "study"
+    work.mkdir()
+    # The Label Studio server is a separate program: the test suite's own is used, found on
+    # PATH after the new environment. Byte-code caches are the interpreter's, not ours.
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+        "PATH": f"{installed}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(installed / "sotopia-ls"), *args], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    run("config", "-o", "x.xml")
+    assert (work / "x.xml").read_text(encoding="utf-8") == labeling_config()
+
+    run("samples", "samples")
+    dry_run = run("import", "samples", "--dry-run", "-o", "tasks.json")
+    assert "parsed 43 episode(s), 0 invalid record(s)" in dry_run.stdout
+    assert (work / "tasks.json").stat().st_size > 0
+
+    port = free_port()
+    demo = run("up", "--no-serve", "--port", str(port))
+    assert f"Label Studio is ready: http://127.0.0.1:{port}" in demo.stdout
+    assert "imported 3 task(s)" in demo.stdout
+    assert (work / "var" / "label-studio" / "label_studio.sqlite3").is_file()
+
+    written = {path.relative_to(work).parts[0] for path in work.iterdir()}
+    assert written == {"x.xml", "samples", "tasks.json", "var"}
+    assert snapshot(site_packages) == before
