@@ -22,12 +22,12 @@ from typing import Any
 import click
 import httpx
 
-from sotopia_ls import server
+from sotopia_ls.labelstudio import server
 from sotopia_ls.config import labeling_config
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment
 from sotopia_ls.samples import EPISODELOG
-from sotopia_ls.tasks import EPISODE_ID, episode_to_task
+from sotopia_ls.labelstudio.tasks import EPISODE_ID, episode_to_task
 
 
 

@@ -18,9 +18,9 @@ from statistics import median
 
 from label_studio_sdk import LabelStudio
 
-from sotopia_ls.client import create_project
+from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.episode import Episode
-from sotopia_ls.importer.push import push_episodes, task_payload
+from sotopia_ls.labelstudio.push import push_episodes, task_payload
 
 
 @dataclass

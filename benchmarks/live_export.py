@@ -27,10 +27,10 @@ from pathlib import Path
 
 from label_studio_sdk import LabelStudio
 
-from sotopia_ls.client import create_project
+from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.exporter.source import project_tasks, tasks_of
 from sotopia_ls.exporter.wire import Task
-from sotopia_ls.importer.push import task_payload
+from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.results import results_from_scores
 
 from . import load

@@ -17,17 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.results import results_from_scores
+from sotopia_ls.labelstudio.results import evaluation_results
+from sotopia_ls.labelstudio.tasks import episode_meta, episode_to_task
 from sotopia_ls.samples import DUMP, EPISODELOG, HUMAN_EVAL, OTREE_EPISODES
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.scores import Evaluation
 
 SEED_FILES = (OTREE_EPISODES, EPISODELOG, DUMP)
-
-Scores = dict[int, dict[str, tuple[str, int]]]
-
 
 def seed_episodes() -> list[Episode]:
     """Every episode of the sample episode files; any parse problem is an error here."""
@@ -52,27 +49,19 @@ def episodes(seeds: list[Episode], count: int, *, seed: int = 0) -> list[Episode
     return [vary(seeds[index % len(seeds)], index, rng) for index in range(count)]
 
 
-def real_ratings() -> list[Scores]:
-    """The 28 answers of each row of the sample human-evaluation CSVs."""
+def real_ratings() -> list[list[dict[str, Any]]]:
+    """The answers of each row of the sample human-evaluation CSVs, as Label Studio results:
+    an oTree CSV row is the flat form of the score model."""
     frames = [pd.read_csv(path) for path in sorted(HUMAN_EVAL.glob("*.csv"))]
-    rows = pd.concat(frames, ignore_index=True)
-    return [
-        {
-            agent: {
-                key: (str(row[reasoning_name(key, agent)]), int(row[rating_name(key, agent)]))
-                for key in DIMENSION_KEYS
-            }
-            for agent in AGENTS
-        }
-        for _, row in rows.iterrows()
-    ]
+    rows = pd.concat(frames, ignore_index=True).to_dict("records")
+    return [evaluation_results(Evaluation.from_flat(row)) for row in rows]
 
 
 def _export_task(
     task_id: int,
     episode: Episode,
     annotators: int,
-    ratings: list[Scores],
+    ratings: list[list[dict[str, Any]]],
     rng: random.Random,
     first_annotation_id: int,
 ) -> dict[str, Any]:
@@ -86,7 +75,7 @@ def _export_task(
             {
                 "id": annotation_id,
                 "completed_by": 2 + offset,
-                "result": results_from_scores(rng.choice(ratings)),
+                "result": rng.choice(ratings),
                 "was_cancelled": False,
                 "ground_truth": False,
                 "created_at": stamp,
@@ -113,7 +102,7 @@ def _export_task(
         "drafts": [],
         "predictions": [],
         "data": episode_to_task(episode),
-        "meta": {},
+        "meta": episode_meta(episode),
         "created_at": stamp,
         "updated_at": stamp,
         "allow_skip": True,
@@ -131,7 +120,8 @@ def _export_task(
 
 
 def _export_tasks(
-    seeds: list[Episode], ratings: list[Scores], total: int, annotators: int, seed: int
+    seeds: list[Episode], ratings: list[list[dict[str, Any]]], total: int, annotators: int,
+    seed: int,
 ) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
     done = 0

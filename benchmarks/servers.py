@@ -18,7 +18,7 @@ from pathlib import Path
 
 from label_studio_sdk import LabelStudio
 
-from sotopia_ls import server
+from sotopia_ls.labelstudio import server
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_SCRIPT = REPO / "scripts" / "postgres"

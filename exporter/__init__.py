@@ -1,26 +1,29 @@
 """Annotations → validated Sotopia scores, tables and an agreement report.
 
-- ``source``      an export's bytes, streamed from a live project or a JSON export file
+The export reads top to bottom (``export``): read → validate → encode → write.
+
+- ``source``      an export's bytes: a Label Studio JSON export file, or a live project's
+                  snapshot (``sotopia_ls.labelstudio.snapshot``)
 - ``chunks``      those bytes cut into JSON arrays of whole tasks
 - ``wire``        the task fields the exporter reads, decoded by msgspec
-- ``records``     one annotation's result list → the 28 oTree fields, or field-level errors
-- ``collect``     the one validation pass, a chunk at a time; ``Tally`` accounts for every
-                  annotation
-- ``parallel``    chunks read in worker processes, in order
-- ``tables``      ``scores_long`` and the oTree ``scores_wide`` layout
+- ``validate``    one chunk → score rows and error rows; ``Tally`` accounts for every annotation
+- ``encode``      one validated chunk → its share of each output file, as bytes
 - ``shapes``      Sotopia's AnnotationForEpisode / evaluation / aggregated-episode records
+- ``tables``      ``scores_long`` and the oTree ``scores_wide`` layout
+- ``parallel``    validate and encode chunks in worker processes, in order
+- ``write``       one writer per output file, in a staging folder
 - ``export``      ``export_project``, ``export_file`` → ``ExportResult`` (DataFrames, files)
-- ``agreement``   α, ICC, exact/±2 agreement, Randolph's κ and spread per dimension
+- ``agreement``   agreement per dimension
 - ``comparison``  human vs model, qualification, per-annotator figures
 - ``report``      the self-contained HTML report
 - ``commands``    ``sotopia-ls export`` and ``sotopia-ls report``
 """
 
-from .collect import Collection, Tally
-from .export import OUTPUT_FILES, ExportResult, Reading, export_file, export_project
-from .records import ErrorRow, read_scores
-from .source import annotator_emails, file_tasks, project_tasks
+from .export import ExportResult, Reading, export_file, export_project
+from .source import file_tasks, project_tasks
 from .tables import long_table, scores_long, wide_table
+from .validate import Collection, ErrorRow, Tally
+from .write import OUTPUT_FILES
 
 __all__ = [
     "OUTPUT_FILES",
@@ -29,13 +32,11 @@ __all__ = [
     "ExportResult",
     "Reading",
     "Tally",
-    "annotator_emails",
     "export_file",
     "export_project",
     "file_tasks",
-    "project_tasks",
-    "read_scores",
     "long_table",
+    "project_tasks",
     "scores_long",
     "wide_table",
 ]

@@ -14,12 +14,11 @@ from typing import Any
 import click
 import pandas as pd
 
-from ..client import connect
+from ..labelstudio.client import annotator_emails, connect
 from ..errors import SotopiaLSError
 from ..options import server_options
 from .export import ExportResult, Reading, export_file, export_project
 from .parallel import default_workers
-from .source import annotator_emails
 
 _SHOWN_ERRORS = 10
 

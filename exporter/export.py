@@ -1,87 +1,61 @@
-"""Annotations → every output file, as one public call per input kind.
+"""Annotations → every output file: read → validate → encode → write.
 
-``export_project`` and ``export_file`` validate all annotations once (``collect``), build the
-tables, and, given ``out_dir``, write:
+``export_file`` reads a Label Studio JSON export file, ``export_project`` a live project (saved
+from an export snapshot first). Both run the same pipeline:
 
-    annotations.jsonl     Sotopia AnnotationForEpisode, one per annotation
-    evaluations.jsonl     per annotation, both agents' (reasoning, score) pairs
-    episodes.jsonl        per episode, annotators aggregated as Sotopia does
-    scores_long.csv/.parquet
-    scores_wide.csv       the oTree *_final.csv layout
-    model_scores.csv      the episodes' stored model evaluation, for the report
-    errors.jsonl          every refused annotation: task, annotation, annotator, field, reason
-    summary.json          the counts that account for every annotation
+1. read: the file is cut into chunks of whole tasks (``chunks``);
+2. validate and encode: each chunk in the worker pool, in order (``parallel``: ``validate``,
+   then ``encode``);
+3. write: one writer per output file (``write.Outputs``), in a staging folder that replaces
+   ``out_dir`` as one unit when every file is complete (``sotopia_ls.folders``).
 
-Files are written to a temporary folder inside ``out_dir`` and moved into place only when all
-of them are complete, so a failed run leaves no partial output.
+An episode found in several tasks (two imports that ran at once, a task copied by hand) shows
+up while reading; the export then reads once more knowing it, so that an annotator counts once
+per episode and ``episodes.jsonl`` aggregates the episode whole.
 """
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import gc
-import io
-import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
-from functools import cached_property, partial
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import orjson
 import pandas as pd
 from label_studio_sdk import LabelStudio
 from tqdm.auto import tqdm
 
-from ..client import find_project
 from ..errors import InvalidInput
-from .chunks import CHUNK_BYTES, Region, regions, task_chunks
-from .collect import Collection, Settings, Tally
+from ..folders import replaced_folder
+from ..labelstudio.client import annotator_emails, find_project, project_predictions
+from ..labelstudio.snapshot import project_pieces
+from .chunks import CHUNK_BYTES, regions, task_chunks
+from .encode import Encoding
 from .parallel import default_workers, read_parts
-from .shapes import annotation_records, episode_records, evaluation_records
-from .source import annotator_emails, file_pieces, project_pieces, project_predictions
-from .tables import (
-    LONG_COLUMNS,
-    WIDE_COLUMNS,
-    annotation_table,
-    frame,
-    long_table,
-    otree_data,
-    scores_long,
-    wide_table,
-    with_pandas_types,
-)
-from .wire import Data
+from .source import file_pieces
+from .tables import frame, scores_long
+from .validate import Collection, Settings, Tally
+from .write import OUTPUT_FILES, Outputs
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-OUTPUT_FILES: tuple[str, ...] = (
-    "annotations.jsonl",
-    "evaluations.jsonl",
-    "episodes.jsonl",
-    "scores_long.csv",
-    "scores_long.parquet",
-    "scores_wide.csv",
-    "model_scores.csv",
-    "errors.jsonl",
-    "summary.json",
-)
-# Written a chunk at a time, from what the worker that read the chunk made of it, in order.
-CHUNK_FILES: tuple[str, ...] = (
-    "annotations.jsonl", "evaluations.jsonl", "episodes.jsonl", "scores_long.csv",
-    "scores_wide.csv",
-)
-
 
 @dataclass
 class ExportResult:
-    """The validated annotations as DataFrames, with the counts that account for all of them."""
+    """The validated annotations as DataFrames, with the counts that account for all of them.
+
+    ``several_tasks`` maps each episode found in more than one task to those tasks.
+    """
 
     collection: Collection
+    several_tasks: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def tally(self) -> Tally:
@@ -94,7 +68,7 @@ class ExportResult:
 
     @cached_property
     def annotations(self) -> pd.DataFrame:
-        """One row per exported annotation (identifiers, timing, the 28 oTree fields)."""
+        """One row per exported annotation: identifiers, timing and the flat scores."""
         return frame(self.table)
 
     @cached_property
@@ -108,74 +82,6 @@ class ExportResult:
     @cached_property
     def model_scores(self) -> pd.DataFrame:
         return self.collection.model_scores()
-
-    def write_rest(self, staging: Path) -> None:
-        """The files made from all annotations at once (the others are written per chunk)."""
-        if self.collection.episodes_split:
-            crowd = [row for row in self.table.to_pylist() if not row["ground_truth"]]
-            write_jsonl(episode_records(crowd), staging / "episodes.jsonl")
-        write_csv(self.model_scores, staging / "model_scores.csv")
-        write_jsonl((e.to_dict() for e in self.collection.errors), staging / "errors.jsonl")
-        summary = asdict(self.tally) | {"balanced": self.tally.balanced}
-        (staging / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def jsonl(records: Iterable[dict[str, Any]]) -> bytes:
-    return b"".join(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-                    for record in records)
-
-
-def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> None:
-    with path.open("wb") as out:
-        for record in records:
-            out.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
-
-
-def write_csv(df: pd.DataFrame, path: Path) -> None:
-    """``df`` as CSV (quoted only where needed), through Arrow: ~10x faster than pandas."""
-    import pyarrow as pa
-
-    with path.open("wb") as out:
-        out.write(csv_header(df.columns))
-        out.write(csv_rows(pa.Table.from_pandas(df, preserve_index=False)))
-
-
-def csv_header(columns: Iterable[str]) -> bytes:
-    header = io.StringIO()
-    csv.writer(header, lineterminator="\n").writerow(columns)
-    return header.getvalue().encode("utf-8")
-
-
-def csv_rows(table: pa.Table) -> bytes:
-    import pyarrow.csv as pa_csv
-
-    out = io.BytesIO()
-    pa_csv.write_csv(table, out, pa_csv.WriteOptions(include_header=False,
-                                                     quoting_style="needed"))
-    return out.getvalue()
-
-
-def chunk_pieces(
-    rows: list[dict[str, Any]], table: pa.Table,
-    data: Mapping[str, Data],  # type: ignore[valid-type]
-    model_names: Mapping[str, str] | None = None,
-) -> dict[str, bytes]:
-    """One chunk's share of ``CHUNK_FILES``. Its ``episodes.jsonl`` lines hold the whole
-    episode unless the episode has crowd annotations in another chunk too
-    (``Collection.episodes_split``)."""
-    otree = {episode: otree_data(task_data) for episode, task_data in data.items()}
-    long = long_table(table)
-    records = list(annotation_records(rows))
-    # Ground-truth annotations are references for qualification, not a crowd vote.
-    crowd = [index for index, row in enumerate(rows) if not row["ground_truth"]]
-    return {
-        "annotations.jsonl": jsonl(records),
-        "evaluations.jsonl": jsonl(evaluation_records(rows)),
-        "episodes.jsonl": jsonl(episode_records([rows[i] for i in crowd],
-                                                [records[i] for i in crowd])),
-        "scores_long.csv": csv_rows(long),
-        "scores_wide.csv": csv_rows(wide_table(table, otree, model_names)),
-    }
 
 
 @dataclass(frozen=True)
@@ -200,81 +106,85 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_all(
-    chunks: Iterable[bytes | Region], settings: Settings, reading: Reading,
-    staging: Path | None, bar: tqdm,
-) -> Collection:
-    """Every chunk's part joined; with ``staging``, the output files written there."""
-    import pyarrow.parquet as pq
+def _bar(total: int | None, shown: bool, what: str) -> tqdm:
+    return tqdm(total=total, unit="B", unit_scale=True, desc=what, disable=not shown)
 
+
+def _one_pass(
+    path: Path, settings: Settings, encoding: Encoding | None, reading: Reading,
+    staging: Path | None, progress: bool, *, exact: bool,
+) -> Collection:
+    """Read every chunk of ``path``; with ``staging``, write every output file there.
+
+    Chunks are cut from regions of the file that each worker finds on its own, or, ``exact``,
+    by reading the file through in order."""
+    chunks = (task_chunks(file_pieces(path), origin=settings.origin, size=reading.chunk_bytes)
+              if exact else regions(path, reading.chunk_bytes))
     collection = Collection()
-    outputs = {}
-    with ExitStack() as stack:
-        if staging is not None:
-            outputs = {name: staging / name for name in CHUNK_FILES}
-            headers = {"scores_long.csv": csv_header(LONG_COLUMNS),
-                       "scores_wide.csv": csv_header(WIDE_COLUMNS)}
-            for name, path in outputs.items():
-                path.write_bytes(headers.get(name, b""))
-            schema = with_pandas_types(long_table(annotation_table([]))).schema
-            parquet = stack.enter_context(pq.ParquetWriter(staging / "scores_long.parquet",
-                                                           schema))
-        for part in read_parts(chunks, settings, reading.workers, outputs):
-            # Its rows made again here from the part's table: cheaper than a worker pickling
-            # them over.
-            if staging is not None:
-                parquet.write_table(long_table(part.table).replace_schema_metadata(
-                    schema.metadata))
-            collection.add(part)
-            bar.update(part.size)
+    outputs = Outputs(staging) if staging is not None else None
+    try:
+        with _bar(path.stat().st_size, progress, "export, checking" if exact else "export") as bar:
+            for part, encoded in read_parts(chunks, settings, encoding, reading.workers,
+                                                 reading.chunk_bytes):
+                if outputs is not None and encoded is not None:
+                    outputs.add(encoded)
+                collection.add(part)
+                bar.update(part.size)
+        if outputs is not None:
+            outputs.finish(collection, collection.model_scores())
+    finally:
+        if outputs is not None:
+            outputs.close()
     return collection
 
 
-def _export(
-    chunks: Iterable[bytes | Region],
-    settings: Settings,
-    out_dir: Path | None,
-    model_names: Mapping[str, str] | None,
-    reading: Reading,
-    bar: tqdm,
-) -> ExportResult:
-    """Read every chunk; with ``out_dir``, write every file to a staging folder inside it and
-    move them into place only when all are complete, so a failed run leaves no partial output."""
-    with _collector_paused():
-        if out_dir is None:
-            return ExportResult(_read_all(chunks, settings, reading, None, bar))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out_dir, prefix=".export-") as tmp:
-            staging = Path(tmp)
-            settings = Settings(settings.origin, settings.emails, settings.predictions,
-                                partial(chunk_pieces, model_names=model_names))
-            result = ExportResult(_read_all(chunks, settings, reading, staging, bar))
-            result.write_rest(staging)
-            for name in OUTPUT_FILES:
-                shutil.move(staging / name, out_dir / name)
-        return result
-
-
-def _export_path(
-    path: Path, settings: Settings, out_dir: Path | None,
-    model_names: Mapping[str, str] | None, reading: Reading, progress: bool,
-) -> ExportResult:
-    """Each worker reads its own regions of the file. Any refusal is checked by reading the
-    file again with exact cuts, which names the real fault (a region that was cut inside a
-    task, which only text made to look like JSON can cause, is then read right)."""
-    size = path.stat().st_size
+def _read(
+    path: Path, settings: Settings, encoding: Encoding | None, reading: Reading,
+    staging: Path | None, progress: bool,
+) -> Collection:
+    """One pass; a refused chunk is checked by reading the file again with exact cuts, which
+    names the real fault (a region cut inside a task, which only text made to look like JSON
+    can cause, is then read right)."""
     try:
-        with _bar(size, progress, "export") as bar:
-            return _export(regions(path, reading.chunk_bytes), settings, out_dir, model_names,
-                           reading, bar)
+        return _one_pass(path, settings, encoding, reading, staging, progress, exact=False)
     except InvalidInput:
-        chunks = task_chunks(file_pieces(path), origin=settings.origin, size=reading.chunk_bytes)
-        with _bar(size, progress, "export, checking") as bar:
-            return _export(chunks, settings, out_dir, model_names, reading, bar)
+        return _one_pass(path, settings, encoding, reading, staging, progress, exact=True)
 
 
-def _bar(total: int | None, shown: bool, what: str) -> tqdm:
-    return tqdm(total=total, unit="B", unit_scale=True, desc=what, disable=not shown)
+def _export(
+    path: Path, settings: Settings, staging: Path | None, encoding: Encoding,
+    reading: Reading, progress: bool,
+) -> ExportResult:
+    encoding_used = encoding if staging is not None else None
+    with _collector_paused():
+        collection = _read(path, settings, encoding_used, reading, staging, progress)
+        several = collection.several_tasks()
+        if several:
+            settings = dataclasses.replace(
+                settings, several_tasks=frozenset(several), superseded=collection.superseded()
+            )
+            collection = _read(path, settings, encoding_used, reading, staging, progress)
+    return ExportResult(collection, several)
+
+
+def _owned(name: str) -> bool:
+    return name in OUTPUT_FILES
+
+
+@contextmanager
+def _workspace(out_dir: Path | None) -> Iterator[tuple[Path | None, Path]]:
+    """``(staging, scratch)``: the folder that becomes ``out_dir`` (None without one), and a
+    scratch folder for a download, removed before the outputs take their place. Beside the
+    output when there is one: the system's temporary folder may be small."""
+    if out_dir is None:
+        with tempfile.TemporaryDirectory(prefix="sotopia-ls-") as scratch:
+            yield None, Path(scratch)
+        return
+    with replaced_folder(out_dir, _owned) as staging:
+        scratch = staging / ".download"
+        scratch.mkdir()
+        yield staging, scratch
+        shutil.rmtree(scratch)
 
 
 def export_project(
@@ -298,17 +208,14 @@ def export_project(
         f"project {project_id}", annotator_emails(client),
         project_predictions(client, project_id) if with_predictions else {},
     )
-    # Saved to a file first, so that the workers can read it in parallel; beside the output
-    # when there is one (the system's temporary folder may be small).
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".download-") as tmp:
-        path = Path(tmp) / f"project-{project_id}.json"
+    with _workspace(out_dir) as (staging, scratch):
+        path = scratch / f"project-{project_id}.json"
         with path.open("wb") as out, _bar(None, progress, "download") as bar:
             for piece in project_pieces(client, project_id):
                 out.write(piece)
                 bar.update(len(piece))
-        return _export_path(path, settings, out_dir, model_names, reading, progress)
+        return _export(path, settings, staging, Encoding(dict(model_names or {})), reading,
+                       progress)
 
 
 def export_file(
@@ -326,5 +233,7 @@ def export_file(
     record emails instead of ``user-<id>``. ``reading`` sets the worker processes and chunk
     size; ``progress`` shows a bar.
     """
-    return _export_path(path, Settings(str(path), emails or {}), out_dir, model_names, reading,
-                        progress)
+    with _workspace(out_dir) as (staging, _):
+        return _export(Path(path), Settings(str(path), emails or {}), staging,
+                       Encoding(dict(model_names or {})), reading, progress)
+

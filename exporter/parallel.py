@@ -1,169 +1,150 @@
-"""Chunks of tasks → ``Part``s, read in worker processes and returned in input order.
+"""Chunks → validated and encoded parts, in worker processes, returned in input order.
 
-Decoding and validating are pure Python work on independent chunks, so they scale with
+Validating and encoding are pure Python work on independent chunks, so they scale with
 processes, not threads. At most two chunks per worker are in flight, which bounds memory
 whatever the size of the export. An export that fits in one chunk is read in this process.
 
-Each chunk's share of the output files (``Part.pieces``) is appended by the worker that made
-it, once the chunks before it have been appended: the files come out in input order, and
-hundreds of megabytes never travel back through a pipe. A thread in each worker waits for that
-turn, so the worker goes on with its next chunk meanwhile.
+A chunk's encoded pieces (tens of megabytes) come back through shared memory (``_Slots``):
+pickled through the pool's pipe, they would cost the export more system time than all its
+writing.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
+import mmap
 import multiprocessing
-import queue
 import sys
-import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from multiprocessing.synchronize import Condition
-from multiprocessing.util import Finalize
-from pathlib import Path
-from typing import Any
 
 from ..errors import SotopiaLSError
 from .chunks import Region
-from .collect import Part, Settings, read_part
+from .encode import Encoded, Encoding, encode_part
+from .validate import Part, Settings, validate_chunk
 
-_WAIT_SECONDS = 1.0
-
-
-@dataclass
-class _Turns:
-    """Whose turn it is to append (a chunk number), shared by the workers."""
-
-    condition: Condition
-    number: Any  # multiprocessing.Value("q")
-    stopped: Any  # multiprocessing.Value("b"): set when the export failed
-    failures: Any  # multiprocessing.SimpleQueue of the errors met while appending
-
-    def take(self, number: int, append: Any) -> None:
-        """Run ``append`` when the chunks before ``number`` are appended, then pass the turn;
-        a chunk with nothing to append (it failed) passes it too, or the next would wait."""
-        with self.condition:
-            while self.number.value != number:
-                if self.stopped.value:
-                    return
-                self.condition.wait(_WAIT_SECONDS)
-            try:
-                if append is not None:
-                    append()
-            except BaseException as error:
-                self.stopped.value = 1
-                self.failures.put(error)
-            finally:
-                self.number.value = number + 1
-                self.condition.notify_all()
+Done = tuple[Part, Encoded | None]
+Spans = dict[str, tuple[int, int]]
 
 
-@dataclass
-class _Worker:
-    settings: Settings
-    turns: _Turns
-    outputs: Mapping[str, Path]
-    appends: queue.SimpleQueue[tuple[int, Any]]
+class _Slots:
+    """Shared memory mapped before the workers fork, one slot per chunk in flight.
 
+    A worker copies its chunk's pieces into the chunk's slot and returns where each one is;
+    the writer reads them there. Chunk ``n`` uses slot ``n % count``: with ``count`` the most
+    chunks in flight, the writer has finished with a slot before its next chunk is handed
+    out. Pieces that do not fit travel the usual way.
+    """
 
-_worker: _Worker | None = None
+    def __init__(self, count: int, size: int) -> None:
+        # Anonymous shared mappings: only the pages written to take memory.
+        self._maps = [mmap.mmap(-1, size) for _ in range(count)]
 
-
-def _start_worker(settings: Settings, turns: _Turns, outputs: Mapping[str, Path]) -> None:
-    global _worker
-    _worker = _Worker(settings, turns, outputs, queue.SimpleQueue())
-    thread = threading.Thread(target=_append_in_turn, args=(_worker,), name="append")
-    thread.start()
-    # multiprocessing runs its finalizers as the worker process exits (on the pool's
-    # shutdown): this one lets the thread append the worker's last chunks first.
-    Finalize(None, _stop_appending, (_worker, thread), exitpriority=10)
-    # A worker allocates millions of objects that live until its part is returned, and
-    # frees them all at once: the cyclic collector would rescan them over and over.
-    gc.disable()
-
-
-def _append_in_turn(worker: _Worker) -> None:
-    while (item := worker.appends.get())[0] >= 0:
-        worker.turns.take(*item)
-
-
-def _appender(part: Part, outputs: Mapping[str, Path]) -> Any:
-    """A call that appends the part's pieces to ``outputs`` (they leave the part)."""
-    pieces, part.pieces = part.pieces, {}
-
-    def append() -> None:
+    def put(self, number: int, pieces: dict[str, bytes]) -> Spans | None:
+        slot = self._maps[number % len(self._maps)]
+        if sum(map(len, pieces.values())) > len(slot):
+            return None
+        spans, offset = {}, 0
         for name, piece in pieces.items():
-            with outputs[name].open("ab") as out:
-                out.write(piece)
+            slot[offset : offset + len(piece)] = piece
+            spans[name] = (offset, len(piece))
+            offset += len(piece)
+        return spans
 
-    return append
+    def take(self, number: int, spans: Spans) -> dict[str, memoryview]:
+        """The pieces, valid until the writer asks for the next part."""
+        view = memoryview(self._maps[number % len(self._maps)])
+        return {name: view[offset : offset + length] for name, (offset, length) in spans.items()}
 
-
-def _read(number: int, chunk: bytes | Region) -> Part:
-    assert _worker is not None
-    try:
-        part = read_part(chunk, _worker.settings)
-    except BaseException:
-        _worker.appends.put((number, None))
-        raise
-    _worker.appends.put((number, _appender(part, _worker.outputs)))
-    return part
+    def release(self, number: int) -> None:
+        """Give the slot's pages back to the system until its next chunk fills it again."""
+        self._maps[number % len(self._maps)].madvise(mmap.MADV_REMOVE)
 
 
-def _stop_appending(worker: _Worker, thread: threading.Thread) -> None:
-    worker.appends.put((-1, None))
-    thread.join()
+_settings: Settings | None = None
+_encoding: Encoding | None = None
+_slots: _Slots | None = None
 
 
 def default_workers() -> int:
     return max(1, min(multiprocessing.cpu_count(), 8))
 
 
+def process_chunk(chunk: bytes | Region, settings: Settings, encoding: Encoding | None) -> Done:
+    """Validate a chunk and, with an ``encoding``, encode it. The part leaves behind its rows
+    and task data, which its table and pieces now hold: they would only cost a pickling."""
+    part = validate_chunk(chunk, settings)
+    encoded = (encode_part(part, encoding, settings.several_tasks)
+               if encoding is not None else None)
+    part.rows, part.data = [], {}
+    return part, encoded
+
+
+def _start_worker(settings: Settings, encoding: Encoding | None, slots: _Slots | None) -> None:
+    global _settings, _encoding, _slots
+    _settings, _encoding, _slots = settings, encoding, slots
+    # A worker allocates millions of objects that live until its part is returned, and
+    # frees them all at once: the cyclic collector would rescan them over and over.
+    gc.disable()
+
+
+def _in_worker(number: int, chunk: bytes | Region) -> tuple[Part, Encoded | None, Spans | None]:
+    assert _settings is not None
+    part, encoded = process_chunk(chunk, _settings, _encoding)
+    spans = _slots.put(number, encoded.pieces) if _slots and encoded else None
+    if spans is not None:
+        encoded.pieces = {}
+    return part, encoded, spans
+
+
+def _received(number: int, done: tuple[Part, Encoded | None, Spans | None],
+              slots: _Slots | None) -> Done:
+    part, encoded, spans = done
+    if spans is not None and slots is not None and encoded is not None:
+        encoded.pieces = slots.take(number, spans)
+    return part, encoded
+
+
 def read_parts(
-    chunks: Iterable[bytes | Region], settings: Settings, workers: int,
-    outputs: Mapping[str, Path] | None = None,
-) -> Iterator[Part]:
-    """``read_part`` of every chunk, in order, on ``workers`` processes; the bytes pieces of
-    each part are appended to ``outputs[name]`` (and left out of the part)."""
-    outputs = outputs or {}
+    chunks: Iterable[bytes | Region], settings: Settings, encoding: Encoding | None,
+    workers: int, chunk_bytes: int,
+) -> Iterator[Done]:
+    """``process_chunk`` of every chunk, in order, on ``workers`` processes. A part's pieces
+    are valid until the next part is asked for."""
     chunks = iter(chunks)
     head = list(itertools.islice(chunks, 2))
     if workers <= 1 or len(head) < 2:
         for chunk in itertools.chain(head, chunks):
-            part = read_part(chunk, settings)
-            _appender(part, outputs)()
-            yield part
+            yield process_chunk(chunk, settings, encoding)
         return
     # fork starts a worker in milliseconds with the exporter already imported; elsewhere
     # (macOS, Windows) forking a process that holds system frameworks is unsafe.
-    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    turns = _Turns(context.Condition(), context.Value("q", 0), context.Value("b", 0),
-                   context.SimpleQueue())
+    forking = sys.platform == "linux"
+    context = multiprocessing.get_context("fork" if forking else "spawn")
+    in_flight = 2 * workers
+    # Encoded pieces run to about twice the chunk read; a slot holds twice that.
+    slots = _Slots(in_flight, 4 * chunk_bytes) if forking and encoding is not None else None
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                               initargs=(settings, turns, outputs))
-    pending: deque[Future[Part]] = deque()
-    finished = False
+                               initargs=(settings, encoding, slots))
+    pending: deque[tuple[int, Future[tuple[Part, Encoded | None, Spans | None]]]] = deque()
     try:
         for number, chunk in enumerate(itertools.chain(head, chunks)):
-            pending.append(pool.submit(_read, number, chunk))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
+            pending.append((number, pool.submit(_in_worker, number, chunk)))
+            if len(pending) >= in_flight:
+                number, future = pending.popleft()
+                yield _received(number, future.result(), slots)
+                if slots is not None:
+                    slots.release(number)
         while pending:
-            yield pending.popleft().result()
-        finished = True
+            number, future = pending.popleft()
+            yield _received(number, future.result(), slots)
+            if slots is not None:
+                slots.release(number)
     except BrokenProcessPool as error:
         raise SotopiaLSError(f"an export worker process died ({error}); if it ran out of "
                              "memory, export with fewer workers (--workers)") from error
     finally:
-        if not finished:
-            with turns.condition:
-                turns.stopped.value = 1
-                turns.condition.notify_all()
         pool.shutdown(wait=True, cancel_futures=True)
-    if not turns.failures.empty():
-        raise turns.failures.get()

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 from ..dimensions import RUBRIC  # noqa: E402
 from .agreement import agreement_table  # noqa: E402
-from .collect import Tally  # noqa: E402
+from .validate import Tally  # noqa: E402
 from .comparison import (  # noqa: E402
     OVERALL,
     annotator_table,

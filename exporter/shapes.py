@@ -1,9 +1,9 @@
 """Exported annotations in the shapes Sotopia's own code reads.
 
 - ``annotation_records``: ``AnnotationForEpisode{pk, episode, annotator_id, rewards, reasoning}``
-  where ``rewards`` is, per agent, ``[overall, {seven scores…, "overall_score": overall}]`` and
+  where ``rewards`` is, per agent, ``[overall, {a score per dimension…, "overall_score": overall}]`` and
   ``reasoning`` is the evaluator-style text ``"Agent 1 comments:\\nbelievability: …"``.
-- ``evaluation_records``: per annotation, each agent's seven ``(reasoning, score)`` pairs as
+- ``evaluation_records``: per annotation, each agent's ``(reasoning, score)`` pairs as
   ``agent_1_evaluation``/``agent_2_evaluation`` (``EvaluationForTwoAgents``, sotopia ≤ 0.1.4)
   and ``evaluations: {agent_1, agent_2}`` (``EvaluationForAgents``, sotopia 0.1.5).
 - ``episode_records``: per episode, annotators aggregated as Sotopia's
@@ -20,10 +20,11 @@ from operator import itemgetter
 from typing import Any
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
+from ..scores import overall
 
 _RATINGS = {agent: [rating_name(key, agent) for key in DIMENSION_KEYS] for agent in AGENTS}
 _REASONINGS = [reasoning_name(key, agent) for agent in AGENTS for key in DIMENSION_KEYS]
-# Per agent, a row's seven scores and seven rationales in rubric order, read in one call each.
+# Per agent, a row's scores and rationales in rubric order, read in one call each.
 _SCORES_OF = {agent: itemgetter(*_RATINGS[agent]) for agent in AGENTS}
 _TEXTS_OF = {agent: itemgetter(*(reasoning_name(key, agent) for key in DIMENSION_KEYS))
              for agent in AGENTS}
@@ -39,15 +40,15 @@ _COMMENTS = "".join(
 
 def reward(scores: Sequence[float]) -> list[Any]:
     """Sotopia's per-agent reward: ``[overall, {dimension: score…, "overall_score": overall}]``
-    from the seven scores in rubric order (overall is their unweighted mean)."""
-    overall = sum(scores) / len(scores)
+    from the agent's scores in rubric order."""
+    mean = overall(scores)
     by_dimension = dict(zip(DIMENSION_KEYS, scores))
-    by_dimension["overall_score"] = overall
-    return [overall, by_dimension]
+    by_dimension["overall_score"] = mean
+    return [mean, by_dimension]
 
 
 def comments(texts: Iterable[str]) -> str:
-    """The 14 rationales (agent 1's seven, then agent 2's) in the evaluator's layout."""
+    """Every rationale (agent 1's, then agent 2's) in the evaluator's layout."""
     return _COMMENTS.format(*texts)
 
 

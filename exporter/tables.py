@@ -19,9 +19,13 @@ import orjson
 import pandas as pd
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
-from ..tasks import AGENTS_KEY, DIALOGUE, agent_field
-from .records import PREDICTED_FIELDS, RATING_FIELDS, SCORE_FIELDS
+from ..episode import OTREE_PROFILE_NAMES
+from ..labelstudio.tasks import AGENTS_KEY, DIALOGUE, agent_field
+from ..scores import RATING_FIELDS, SCORE_FIELDS
 from .wire import Data
+
+# The ratings of the prediction an annotator was shown, where one was pre-filled.
+PREDICTED_FIELDS: tuple[str, ...] = tuple(f"predicted_{name}" for name in RATING_FIELDS)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -92,18 +96,13 @@ def annotation_table(rows: list[dict[str, Any]]) -> pa.Table:
                     schema=schema)
 
 
-# Our agent fields → oTree's personal_info keys, in oTree's order.
-_OTREE_PROFILE = {"age": "age", "occupation": "profession", "pronouns": "pronouns",
-                  "interests": "interests", "personality": "personality", "secret": "secrets"}
-
-
 def otree_data(data: Data) -> str:  # type: ignore[valid-type]
     """The oTree app's ``data`` JSON for one task: scenario, names, profiles, goals, turns."""
     agents = [agent for agent in getattr(data, AGENTS_KEY) or [] if isinstance(agent, dict)]
     names = [str(agent.get("name", "")) for agent in agents]
     personal_info = {
         name: {"name": name,
-               **{otree: agent.get(ours, "") for ours, otree in _OTREE_PROFILE.items()}}
+               **{otree: agent.get(ours, "") for ours, otree in OTREE_PROFILE_NAMES.items()}}
         for name, agent in zip(names, agents)
     }
     turns = [{"speaker": str(turn.speaker), "dialogue": str(turn.utterance)}

@@ -12,24 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from msgspec import UNSET, Struct
+from msgspec import Struct
 
 from ..errors import InvalidInput, Problem
-from ..tasks import AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, agent_field
-
-
-class Value(Struct, gc=False):
-    """A result's ``value``: a rating (``choices``, ``number`` or ``rating``) or ``text``."""
-
-    choices: Any = UNSET
-    text: Any = UNSET
-    number: Any = UNSET
-    rating: Any = UNSET
-
-
-class Result(Struct, gc=False):
-    from_name: Any = None
-    value: Value | None = None
+from ..labelstudio.results import Result, results_of
+from ..labelstudio.tasks import AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, agent_field
 
 
 class Annotation(Struct, gc=False):
@@ -61,15 +48,17 @@ Data = msgspec.defstruct(
         (AGENTS_KEY, Any, None),
         (agent_field(1, "name"), Any, ""),
         (agent_field(2, "name"), Any, ""),
-        (EVALUATION, Any, None),
     ],
     gc=False,
 )
+# Task meta: what the importer keeps out of the annotators' sight.
+Meta = msgspec.defstruct("Meta", [(EVALUATION, Any, None)], gc=False)
 
 
 class Task(Struct, gc=False):
     id: Any = None
     data: Data = msgspec.field(default_factory=Data)  # type: ignore[valid-type]
+    meta: Meta = msgspec.field(default_factory=Meta)  # type: ignore[valid-type]
     annotations: list[Annotation] = []
     drafts: list[Any] = []
     predictions: list[Any] = []
@@ -96,22 +85,6 @@ def _task(raw: msgspec.Raw, origin: str) -> Task:
         return _TASK.decode(raw)
     except msgspec.ValidationError:
         return _repaired(msgspec.json.decode(raw), origin)
-
-
-def results_of(raw: Any) -> list[Result]:
-    """A result list as ``Result``s; items that are no result object are left out, and a
-    result whose value is no object keeps its name with no value (so validation names it)."""
-    if not isinstance(raw, list):
-        return []
-    try:
-        return msgspec.convert(raw, list[Result])
-    except msgspec.ValidationError:
-        return [
-            Result(from_name=item.get("from_name"),
-                   value=_converted(item.get("value"), Value))
-            for item in raw
-            if isinstance(item, dict)
-        ]
 
 
 def _converted(raw: Any, kind: type) -> Any:
@@ -145,9 +118,11 @@ def _repaired(raw: Any, origin: str) -> Task:
         fields = {name: annotation[name] for name in Annotation.__struct_fields__
                   if name in annotation and name != "result"}
         annotations.append(Annotation(**fields, result=results_of(annotation.get("result"))))
+    meta = raw.get("meta")
     return Task(
         id=raw.get("id"),
         data=msgspec.convert(data | {DIALOGUE: turns}, Data),
+        meta=_converted(meta, Meta) or Meta(),
         annotations=annotations,
         drafts=listed("drafts"),
         predictions=listed("predictions"),

@@ -19,11 +19,11 @@ any of its parts (an agent does not see the other's secret).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from ..episode import Agent
+from ..episode import PROFILE_FIELDS, Agent, Profile
 from .records import RecordError, readable
 
 UNKNOWN_GOAL = "unknown"
@@ -46,34 +46,23 @@ _PERSONALITY = re.compile(r"Personality and values description\s*:", re.I)
 _SECRETS = re.compile(rf"{_POSSESSIVE}\s+secrets?\s*:", re.I)
 
 
-@dataclass(frozen=True)
-class Profile:
-    """An agent's background split into the fields of ``sotopia_ls.episode.Agent``."""
-
-    age: str = ""
-    occupation: str = ""
-    pronouns: str = ""
-    interests: str = ""
-    personality: str = ""
-    secret: str = ""
-
-    def merged(self, other: Profile) -> Profile:
-        """This profile with its empty fields filled from ``other`` (another agent's view)."""
-        return Profile(**{name: getattr(self, name) or getattr(other, name) for name in _FIELDS})
-
-    def agent(self, name: str, goal: str) -> Agent:
-        """The agent with these fields; a closing period is dropped, as the oTree app did, so
-        every format yields the same text."""
-        fields = {
-            field: getattr(self, field).strip().removesuffix(".").rstrip() for field in _FIELDS
-        }
-        try:
-            return Agent(name=name, goal=goal, **fields)
-        except ValidationError as error:
-            raise readable(error) from error
+def merged(profile: Profile, other: Profile) -> Profile:
+    """``profile`` with its empty fields filled from ``other`` (another agent's view)."""
+    return Profile(**{name: getattr(profile, name) or getattr(other, name)
+                      for name in PROFILE_FIELDS})
 
 
-_FIELDS = tuple(field.name for field in fields(Profile))
+def agent_of(profile: Profile, name: str, goal: str) -> Agent:
+    """The agent with this profile; a closing period is dropped, as the oTree app did, so
+    every format yields the same text."""
+    fields = {
+        field: getattr(profile, field).strip().removesuffix(".").rstrip()
+        for field in PROFILE_FIELDS
+    }
+    try:
+        return Agent(name=name, goal=goal, **fields)
+    except ValidationError as error:
+        raise readable(error) from error
 
 
 @dataclass(frozen=True)

@@ -14,25 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..episode import Episode, Source
-from .context import is_unknown_goal, parse_background
+from ..episode import Episode
+from .context import agent_of, is_unknown_goal, parse_background
 from .evaluation import Reward, stored_evaluation
 from .messages import Message, action_turns
-from .records import RecordError, build_episode, in_field, validate
+from .records import EpisodeLogHeader, RecordError, build_episode, in_field, validate
 from .transcript import parse_interactions
 
 FORMAT = "dump"
 
 
-class DumpRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    episode_id: str = Field(min_length=1)
-    environment_id: str = ""
-    experiment_tag: str | None = ""
-    experiment_model_name_pairs: list[str] | None = None
+class DumpRecord(EpisodeLogHeader):
     raw_messages: list[list[Message]] | None = None
     raw_rewards: list[Reward] | None = None
     scenario: str = Field(min_length=1)
@@ -60,7 +54,8 @@ def parse_dump(record: Mapping[str, Any], file: str = "", label: str = "") -> Ep
         if is_unknown_goal(goal):
             raise RecordError(f"no goal stated for {name}", "social_goals")
     agents = [
-        parse_background(dump.agents_background[name], name).agent(name, dump.social_goals[name])
+        agent_of(parse_background(dump.agents_background[name], name), name,
+                 dump.social_goals[name])
         for name in names
     ]
     if dump.raw_messages:
@@ -69,23 +64,15 @@ def parse_dump(record: Mapping[str, Any], file: str = "", label: str = "") -> Ep
     else:
         with in_field("social_interactions"):
             turns = parse_interactions(dump.social_interactions or "", names)
-    models = tuple(dump.experiment_model_name_pairs or ())
     return build_episode(
-        id=dump.episode_id,
+        id=dump.pk,
         scenario=dump.scenario,
         agents=agents,
         turns=turns,
-        source=Source(
-            format=FORMAT,
-            file=file,
-            record=label,
-            tag=dump.experiment_tag or "",
-            models=models,
-            environment=dump.environment_id,
-        ),
+        source=dump.source(FORMAT, file, label),
         evaluation=stored_evaluation(
             dump.rewards if dump.rewards is not None else dump.raw_rewards,
             dump.reasoning or "",
-            models[0] if models else "",
+            dump.models[0] if dump.models else "",
         ),
     )

@@ -1,9 +1,11 @@
-"""A stored Sotopia evaluation (``rewards`` + ``reasoning``) as ``sotopia_ls.episode.Evaluation``.
+"""A stored Sotopia evaluation (``rewards`` + ``reasoning``) as ``sotopia_ls.scores.Evaluation``.
 
 ``rewards`` holds one entry per agent, either ``[overall, {dimension: score, …,
 "overall_score": …}]`` (EpisodeLog, dumps) or ``{dimension: score, …}`` (2024 release). A bare
 number per agent is Sotopia's mark of a failed evaluation: the episode simply has none.
-``reasoning`` is the evaluator's text::
+Dimensions of the rubric that ``rewards`` lacks are gaps of the evaluation (kept, and reported
+by ``LoadResult.gaps``); dimensions the rubric does not have are ignored. ``reasoning`` is
+the evaluator's text::
 
     Environment comments: …
     Agent 1 comments:
@@ -15,16 +17,21 @@ number per agent is Sotopia's mark of a failed evaluation: the episode simply ha
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
-from pydantic import ValidationError
+from typing import Annotated
+
+from pydantic import Field, ValidationError
 
 from ..dimensions import DIMENSION_KEYS
-from ..episode import Evaluation, Judgement
-from .records import RecordError, readable
+from ..scores import Evaluation
+from .records import RecordError
 
-Reward = tuple[float, dict[str, float]] | dict[str, float] | float
+# Strict: a score written as "7" or true is not a number, whatever a lax parser would make of it.
+Score = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Reward = tuple[Score, dict[str, Score]] | dict[str, Score] | Score
 
 _AGENT_COMMENTS = re.compile(
     r"^[ \t]*Agent[ \t]*(?P<agent>\d+)[ \t]*comments[ \t]*:[ \t]*$", re.I | re.M
@@ -53,8 +60,11 @@ def stored_evaluation(
     try:
         return Evaluation(evaluator=evaluator, agents=agents)
     except ValidationError as error:
-        problem = readable(error)
-        raise RecordError(problem.reason, "rewards") from error
+        # The first problem, told as the evaluator's: "agent 2: secret score 3 is outside …".
+        first = error.errors(include_url=False)[0]
+        index = first["loc"][1] if len(first["loc"]) > 1 else 0
+        reason = first["msg"].removeprefix("Value error, ")
+        raise RecordError(f"agent {int(index) + 1}: {reason}", "rewards") from error
 
 
 def _scores(reward: tuple[float, dict[str, float]] | dict[str, float]) -> dict[str, float]:
@@ -64,18 +74,19 @@ def _scores(reward: tuple[float, dict[str, float]] | dict[str, float]) -> dict[s
 
 def _judgements(
     agent: int, scores: dict[str, float], texts: dict[str, str]
-) -> dict[str, Judgement]:
-    judgements = {}
+) -> dict[str, tuple[str, int]]:
+    """``{dimension: (reasoning, score)}`` for the rubric's dimensions the agent has."""
+    pairs = {}
     for key in DIMENSION_KEYS:
         if key not in scores:
             continue
         score = scores[key]
-        if not float(score).is_integer():
+        if not math.isfinite(score) or not float(score).is_integer():
             raise RecordError(
                 f"agent {agent}: {key} score {score} is not a whole number", "rewards"
             )
-        judgements[key] = Judgement(score=int(score), reasoning=texts.get(key, ""))
-    return judgements
+        pairs[key] = (texts.get(key, ""), int(score))
+    return pairs
 
 
 def parse_reasoning(text: str) -> dict[int, dict[str, str]]:

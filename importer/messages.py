@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from ..episode import Agent, Turn
 from .actions import parse_action
-from .context import Context, Profile, is_unknown_goal, parse_context
+from ..episode import Profile
+from .context import Context, agent_of, is_unknown_goal, merged, parse_context
 from .records import RecordError
 
 ENVIRONMENT = "Environment"
@@ -49,12 +50,12 @@ def merge_views(views: Sequence[tuple[str, Context]]) -> tuple[str, list[Agent]]
         own_first = sorted(views, key=lambda view: view[0] != name)
         profile = Profile()
         for _, context in own_first:
-            profile = profile.merged(context.profiles.get(name, Profile()))
+            profile = merged(profile, context.profiles.get(name, Profile()))
         goals = [context.goals.get(name, "") for _, context in own_first]
         goal = next((goal for goal in goals if not is_unknown_goal(goal)), "")
         if not goal:
             raise RecordError(f"no view states {name}'s goal")
-        agents.append(profile.agent(name, goal))
+        agents.append(agent_of(profile, name, goal))
     return views[0][1].scenario, agents
 
 

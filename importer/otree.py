@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..episode import Episode
-from .context import Profile, is_unknown_goal, parse_context, split_context
+from ..episode import Profile
+from .context import agent_of, is_unknown_goal, parse_context, split_context
 from .records import EpisodeLogHeader, RecordError, build_episode, in_field, validate
 from .transcript import parse_history
 
@@ -32,7 +33,7 @@ def parse_otree(record: Mapping[str, Any], file: str = "", label: str = "") -> E
             goal = context.goals.get(name, "")
             if is_unknown_goal(goal):
                 raise RecordError(f"no goal stated for {name}")
-            agents.append(context.profiles.get(name, Profile()).agent(name, goal))
+            agents.append(agent_of(context.profiles.get(name, Profile()), name, goal))
         turns = parse_history(split_context(episode.rewards_prompt)[1], context.participants)
     return build_episode(
         id=episode.pk,

@@ -16,24 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..episode import Episode, Source, Turn
+from ..episode import Episode, Profile, Source, Turn
 from .actions import parse_action, split_speaker
-from .context import Profile, is_unknown_goal
+from .context import agent_of, is_unknown_goal
 from .records import RecordError, build_episode, readable, validate
 
 FORMAT = "otree-csv"
 SHOWN_FIELDS = ("names", "personal_info", "social_goal", "parsed_conversation")
-
-
-class PersonalInfo(BaseModel):
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
-
-    age: str = ""
-    profession: str = ""
-    pronouns: str = ""
-    interests: str = ""
-    personality: str = ""
-    secrets: str = ""
 
 
 class Utterance(BaseModel):
@@ -48,7 +37,8 @@ class ShownEpisode(BaseModel):
 
     scenario: str = Field(min_length=1)
     names: list[str]
-    personal_info: dict[str, PersonalInfo]
+    # oTree's field names (profession, secrets) are the aliases of ``Profile``'s.
+    personal_info: dict[str, Profile]
     social_goal: dict[str, str]
     parsed_conversation: list[Utterance]
 
@@ -99,16 +89,7 @@ def parse_otree_csv_row(record: Mapping[str, Any], file: str = "", label: str = 
         goal = shown.social_goal.get(name, "")
         if is_unknown_goal(goal):
             raise RecordError(f"no goal stated for {name}", "data.social_goal")
-        info = shown.personal_info.get(name, PersonalInfo())
-        profile = Profile(
-            age=info.age,
-            occupation=info.profession,
-            pronouns=info.pronouns,
-            interests=info.interests,
-            personality=info.personality,
-            secret=info.secrets,
-        )
-        agents.append(profile.agent(name, goal))
+        agents.append(agent_of(shown.personal_info.get(name, Profile()), name, goal))
     return build_episode(
         id=row.pk,
         scenario=shown.scenario,

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ..episode import Agent, Episode, Evaluation, Source, Turn
 
@@ -20,14 +20,18 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class EpisodeLogHeader(BaseModel):
-    """The fields Sotopia's ``EpisodeLog`` opens with, which the oTree episode files keep too."""
+    """The fields Sotopia's ``EpisodeLog`` opens with, which the oTree episode files keep too;
+    the released dumps name them ``episode_id``, ``environment_id``, ``experiment_tag`` and
+    ``experiment_model_name_pairs``."""
 
     model_config = ConfigDict(extra="ignore")
 
-    pk: str = Field(min_length=1)
-    environment: str = ""
-    tag: str | None = ""
-    models: list[str] | None = None
+    pk: str = Field(min_length=1, validation_alias=AliasChoices("pk", "episode_id"))
+    environment: str = Field("", validation_alias=AliasChoices("environment", "environment_id"))
+    tag: str | None = Field("", validation_alias=AliasChoices("tag", "experiment_tag"))
+    models: list[str] | None = Field(
+        None, validation_alias=AliasChoices("models", "experiment_model_name_pairs")
+    )
 
     def source(self, format: str, file: str, label: str) -> Source:
         return Source(

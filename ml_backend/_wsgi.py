@@ -38,7 +38,9 @@ from label_studio_ml.api import init_app
 from label_studio_ml.model import LabelStudioMLManager
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .model import ConfigMismatch, SettingsError, SotopiaJudge, controls_in, describe_error
+from sotopia_ls.errors import InvalidLabelingConfig
+
+from .model import SettingsError, SotopiaJudge, describe_error, to_names
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def _parsed(model: type[SetupRequest] | type[PredictRequest]) -> Any:
         parsed = model.model_validate(body)
     except ValidationError as exc:
         raise BadRequestBody(describe_error(exc)) from exc
-    controls_in(parsed.label_config)
+    to_names(parsed.label_config)
     return parsed
 
 
@@ -160,7 +162,7 @@ def create_app() -> Flask:
     app.view_functions["webhook"] = _ignore_training
     app.view_functions["_train"] = _ignore_training
     app.register_error_handler(BadRequestBody, _answer_bad_request)
-    app.register_error_handler(ConfigMismatch, _answer_bad_request)
+    app.register_error_handler(InvalidLabelingConfig, _answer_bad_request)
     if auth:
         app.before_request(_require_basic_auth(*auth))
     library_log = logging.getLogger("label_studio_ml")

@@ -15,15 +15,14 @@ import json
 import os
 import subprocess
 import sys
-from importlib.metadata import distribution
+from importlib.metadata import distribution, distributions
 from pathlib import Path
-from typing import Any
 
 import click
 from packaging.requirements import Requirement
 
-from ..client import connect, find_project, sdk_errors, set_prefill
-from ..errors import LabelStudioError, SotopiaLSError
+from ..labelstudio.client import connect, find_project, register_backend, request_predictions, set_prefill
+from ..errors import SotopiaLSError
 from ..options import server_options
 from . import PROVIDERS
 
@@ -33,7 +32,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9090
 DEFAULT_TITLE = "sotopia-ls"
 AUTH_ENV = ("ML_SERVER_BASIC_AUTH_USER", "ML_SERVER_BASIC_AUTH_PASS")
-CONNECTED = "CO"
 
 
 def ml_requirements() -> list[str]:
@@ -50,7 +48,10 @@ def ml_requirements() -> list[str]:
 def package_source() -> list[str]:
     """pip arguments that install this very package: where it was installed from (PEP 610's
     ``direct_url.json``: a checkout, editable or not, or a wheel file), else its release."""
-    dist = distribution(DISTRIBUTION)
+    # A source checkout may also hold build metadata of its own (``*.egg-info``), found first
+    # when it is the current folder: the installed distribution is the one pip recorded.
+    found = list(distributions(name=DISTRIBUTION))
+    dist = next((d for d in found if d.read_text("direct_url.json")), found[0])
     origin = json.loads(dist.read_text("direct_url.json") or "{}")
     url = origin.get("url", "")
     if url.startswith("file://"):
@@ -60,7 +61,7 @@ def package_source() -> list[str]:
 
 
 def _serves(python: Path) -> bool:
-    probe = "import label_studio_ml.api, waitress, sotopia_ls.results"
+    probe = "import label_studio_ml.api, waitress, sotopia_ls.ml_backend.model"
     return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
 
 
@@ -161,45 +162,6 @@ def ml_backend_command(
         [str(interpreter), "-m", "sotopia_ls.ml_backend._wsgi"],
         backend_env(host, port, provider, threads),
     )
-
-
-def register_backend(
-    client: Any, project_id: int, backend_url: str, *, title: str = DEFAULT_TITLE,
-    auth: tuple[str, str] | None = None,
-) -> Any:
-    """Add the backend to the project, or update the one already at ``backend_url``.
-
-    Label Studio checks /health and /setup on the spot; a backend it cannot use raises
-    ``LabelStudioError`` with Label Studio's reason.
-    """
-    settings: dict[str, Any] = {"url": backend_url, "title": title, "is_interactive": False}
-    settings |= (
-        {"auth_method": "BASIC_AUTH", "basic_auth_user": auth[0], "basic_auth_pass": auth[1]}
-        if auth else {"auth_method": "NONE"}
-    )
-    with sdk_errors("registering the ML backend", project=project_id):
-        same_url = [
-            backend for backend in client.ml.list(project=project_id)
-            if (backend.url or "").rstrip("/") == backend_url.rstrip("/")
-        ]
-        if same_url:
-            # Label Studio re-checks /setup on update and needs the project for it.
-            backend = client.ml.update(id=same_url[0].id, project=project_id, **settings)
-        else:
-            backend = client.ml.create(project=project_id, **settings)
-        backend = client.ml.get(id=backend.id)
-    if backend.state != CONNECTED:
-        reason = backend.error_message or "it did not answer /health"
-        raise LabelStudioError(f"Label Studio cannot use the backend at {backend_url}: {reason}", project=project_id)
-    return backend
-
-
-def request_predictions(client: Any, project_id: int) -> None:
-    """Have Label Studio ask its backend for predictions for every task of the project."""
-    with sdk_errors("requesting predictions", project=project_id):
-        client.actions.create(
-            id="retrieve_tasks_predictions", project=project_id, selected_items={"all": True, "excluded": []}
-        )
 
 
 @click.command("connect")

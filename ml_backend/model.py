@@ -1,8 +1,9 @@
-"""``SotopiaJudge``: one prediction per task, holding all 28 results of the labeling config.
+"""``SotopiaJudge``: one prediction per task, holding a rating and a rationale for every
+dimension of the rubric and both agents.
 
 Providers, chosen with ``SOTOPIA_LS_PROVIDER``:
 
-- ``stored`` (default): the Sotopia evaluation the importer kept in the task data
+- ``stored`` (default): the Sotopia evaluation the importer kept in the task's meta
   (``sotopia_evaluation``); ``model_version`` is its evaluator. A task without one gets none.
 - ``llm``: an OpenAI-compatible chat-completions endpoint judges the episode from a
   Sotopia-style prompt built from the task and the rubric; ``model_version`` is the model.
@@ -13,9 +14,9 @@ same model version gets no second one, so asking again adds nothing. A task that
 judged gets no prediction and a logged reason; it never fails the batch.
 
 Control names and their ``to_name`` are read from the labeling config Label Studio sends; a
-config without the 28 controls of ``sotopia_ls.dimensions`` is refused (``ConfigMismatch``).
-This module runs in the backend's own environment (label-studio-ml 1.0.9), so from
-``sotopia_ls`` it imports only the pure-pydantic core.
+config that breaks the rating contract (``sotopia_ls.config.check_labeling_config``) is
+refused. This module runs in the backend's own environment (label-studio-ml 1.0.9), so from
+``sotopia_ls`` it imports only the core that needs no label-studio-sdk.
 """
 
 from __future__ import annotations
@@ -31,36 +32,21 @@ from typing import Any, Protocol
 
 import requests
 from label_studio_ml.model import LabelStudioMLBase
-from label_studio_tools.core.label_config import parse_config
 from pydantic import ValidationError
 
-from sotopia_ls.dimensions import (
-    AGENTS,
-    DIMENSION_KEYS,
-    DIMENSIONS,
-    agent_evaluation_model,
-    overall,
-    rating_name,
-    reasoning_name,
-)
-from sotopia_ls.episode import Evaluation
-from sotopia_ls.results import RATING_TYPE, REASONING_TYPE, results_from_scores
-from sotopia_ls.tasks import DIALOGUE, EVALUATION, agent_field
+from sotopia_ls.config import check_labeling_config, controls
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS
+from sotopia_ls.labelstudio.results import evaluation_results
+from sotopia_ls.labelstudio.tasks import DIALOGUE, EVALUATION, agent_field
+from sotopia_ls.scores import AgentScores, Evaluation, overall
 
 from . import PROVIDERS
 
 logger = logging.getLogger(__name__)
 
-Scores = dict[int, dict[str, tuple[str, int]]]
-"""``{agent: {dimension: (reasoning, score)}}``, the shape ``results_from_scores`` takes."""
-
 
 class SettingsError(Exception):
     """An environment setting of the backend is missing or wrong."""
-
-
-class ConfigMismatch(ValueError):
-    """The labeling config lacks a control predictions fill, or has it as another kind."""
 
 
 class NoPrediction(Exception):
@@ -75,64 +61,23 @@ class InvalidReply(Exception):
     """One LLM attempt gave nothing usable; the message says what was wrong."""
 
 
-@dataclass(frozen=True)
-class Control:
-    """Where a result goes: its result ``type`` and the object tag it points at."""
-
-    type: str
-    to_name: str
-
-
 @lru_cache(maxsize=16)
-def controls_in(label_config: str) -> dict[str, Control]:
-    """``from_name → Control`` for the 28 controls predictions fill, read from the config.
-
-    Cached: Label Studio sends the same config with every request. Callers must not mutate.
-    """
-    try:
-        parsed = parse_config(label_config)
-    except Exception as exc:  # label-studio-tools raises its own XML error type
-        raise ConfigMismatch(f"the labeling config is not valid XML: {exc}") from exc
-    expected = {
-        name: result_type
-        for agent in AGENTS
-        for key in DIMENSION_KEYS
-        for name, result_type in (
-            (rating_name(key, agent), RATING_TYPE),
-            (reasoning_name(key, agent), REASONING_TYPE),
-        )
-    }
-    found: dict[str, Control] = {}
-    problems: list[str] = []
-    for name, result_type in expected.items():
-        tag = parsed.get(name)
-        if tag is None:
-            problems.append(f"no control named {name}")
-        elif tag["type"].lower() != result_type or not tag["to_name"]:
-            problems.append(f"{name} is a {tag['type']}, not a {result_type} control")
-        else:
-            found[name] = Control(result_type, tag["to_name"][0])
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise ConfigMismatch(
-            "the labeling config does not match the Sotopia rubric: "
-            + "; ".join(problems[:3])
-            + more
-        )
-    return found
+def to_names(label_config: str) -> dict[str, str]:
+    """``control → the object it labels`` of a config that keeps the rating contract;
+    ``InvalidLabelingConfig`` otherwise. Cached: Label Studio sends the same config with every
+    request. Callers must not mutate the result."""
+    check_labeling_config(label_config)
+    return {name: control.to_name for name, control in controls(label_config).items()}
 
 
-def prediction(scores: Scores, model_version: str, controls: dict[str, Control]) -> dict[str, Any]:
-    """One Label Studio prediction: all 28 results, the judge's name and its overall verdict."""
-    results = [
-        {**result, "to_name": controls[result["from_name"]].to_name}
-        for result in results_from_scores(scores)
-    ]
+def prediction(evaluation: Evaluation, model_version: str, names: dict[str, str]) -> dict[str, Any]:
+    """One Label Studio prediction: every result, the judge's name and its overall verdict
+    (the mean of both agents' overall scores, which the Data Manager sorts by)."""
     per_agent = [
-        overall({key: score for key, (_, score) in scores[agent].items()}) for agent in AGENTS
+        overall([evaluation.pair(agent, key)[1] for key in DIMENSION_KEYS]) for agent in AGENTS
     ]
     return {
-        "result": results,
+        "result": evaluation_results(evaluation, names),
         "score": sum(per_agent) / len(per_agent),
         "model_version": model_version,
     }
@@ -141,38 +86,43 @@ def prediction(scores: Scores, model_version: str, controls: dict[str, Control])
 class Provider(Protocol):
     workers: int
 
-    def version(self, data: dict[str, Any]) -> str:
+    def version(self, task: dict[str, Any]) -> str:
         """The ``model_version`` this task's prediction would carry."""
 
-    def scores(self, data: dict[str, Any]) -> Scores:
+    def judge(self, task: dict[str, Any]) -> Evaluation:
         """The judgement of this task, or ``NoPrediction``."""
 
 
+def _stored(task: dict[str, Any]) -> Any:
+    meta = task.get("meta")
+    return meta.get(EVALUATION) if isinstance(meta, dict) else None
+
+
 class StoredEvaluation:
-    """The Sotopia evaluation the importer stored in the task data."""
+    """The Sotopia evaluation the importer stored in the task's meta."""
 
     workers = 1
     # Some sources do not name their evaluator; their predictions still need a version.
     UNNAMED = "sotopia-evaluation"
 
-    def version(self, data: dict[str, Any]) -> str:
-        # Read without validating: ``scores`` validates, and validating twice doubles the cost.
-        raw = data.get(EVALUATION)
+    def version(self, task: dict[str, Any]) -> str:
+        # Read without validating: ``judge`` validates, and validating twice doubles the cost.
+        raw = _stored(task)
         evaluator = raw.get("evaluator") if isinstance(raw, dict) else None
         return evaluator if isinstance(evaluator, str) and evaluator else self.UNNAMED
 
-    def scores(self, data: dict[str, Any]) -> Scores:
-        raw = data.get(EVALUATION)
+    def judge(self, task: dict[str, Any]) -> Evaluation:
+        raw = _stored(task)
         if raw is None:
             raise NoPrediction("the task carries no stored evaluation", level=logging.INFO)
         try:
             evaluation = Evaluation.model_validate(raw)
         except ValidationError as exc:
             raise NoPrediction(f"the stored evaluation is invalid: {describe_error(exc)}") from exc
-        return {
-            agent: {key: (judgements[key].reasoning, judgements[key].score) for key in DIMENSION_KEYS}
-            for agent, judgements in zip(AGENTS, evaluation.agents, strict=True)
-        }
+        if evaluation.gaps():
+            raise NoPrediction(f"the stored evaluation lacks {', '.join(evaluation.gaps())}",
+                               level=logging.INFO)
+        return evaluation
 
 
 @dataclass(frozen=True)
@@ -209,7 +159,7 @@ class ChatEndpoint:
 SYSTEM_PROMPT = (
     "You evaluate social interactions between two agents in the SOTOPIA framework. You read "
     "the scenario, each agent's background, secret and social goal, and the conversation, "
-    "then rate each agent on seven dimensions. You answer with JSON only."
+    f"then rate each agent on {len(DIMENSIONS)} dimensions. You answer with JSON only."
 )
 
 
@@ -222,20 +172,20 @@ class LLMJudge:
         self.endpoint = endpoint
         self.workers = workers
 
-    def version(self, data: dict[str, Any]) -> str:
+    def version(self, task: dict[str, Any]) -> str:
         return self.endpoint.model
 
-    def scores(self, data: dict[str, Any]) -> Scores:
+    def judge(self, task: dict[str, Any]) -> Evaluation:
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": evaluation_prompt(data)},
+            {"role": "user", "content": evaluation_prompt(task.get("data") or {})},
         ]
         reasons: list[str] = []
         for attempt in range(1, self.ATTEMPTS + 1):
             reply = None
             try:
                 reply = self.endpoint.complete(messages)
-                return parse_evaluation(reply)
+                return parse_evaluation(reply, self.endpoint.model)
             except InvalidReply as exc:
                 reasons.append(f"attempt {attempt}: {exc}")
                 if reply is not None:
@@ -306,27 +256,29 @@ _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
 
 
-def parse_evaluation(reply: str) -> Scores:
-    """Scores from a model's answer, repairing the usual slips, every score range-checked.
+def parse_evaluation(reply: str, evaluator: str = "") -> Evaluation:
+    """The evaluation in a model's answer, repairing the usual slips, every score
+    range-checked, every dimension present.
 
     Repaired: code fences, prose around the JSON object, trailing commas, scores written as
     strings or as whole floats, and Sotopia's ``[reasoning, score]`` pairs in place of
     ``{"reasoning": …, "score": …}``. Anything else is an ``InvalidReply`` naming the problem.
     """
     document = _json_object(reply)
-    validator = agent_evaluation_model()
-    scores: Scores = {}
+    agents = []
     for agent in AGENTS:
         ratings = document.get(f"agent_{agent}")
         if not isinstance(ratings, dict):
             raise InvalidReply(f"the answer has no object for agent_{agent}")
-        pairs = {key: _pair(value) for key, value in ratings.items() if key in DIMENSION_KEYS}
+        missing = [key for key in DIMENSION_KEYS if key not in ratings]
+        if missing:
+            raise InvalidReply(f"agent_{agent}: no rating for {', '.join(missing)}")
+        pairs = {key: _pair(ratings[key]) for key in DIMENSION_KEYS}
         try:
-            validated = validator.model_validate(pairs)
+            agents.append(AgentScores.model_validate(pairs))
         except ValidationError as exc:
             raise InvalidReply(f"agent_{agent}: {describe_error(exc)}") from exc
-        scores[agent] = {key: getattr(validated, key) for key in DIMENSION_KEYS}
-    return scores
+    return Evaluation(evaluator=evaluator, agents=tuple(agents))
 
 
 def _json_object(reply: str) -> dict[str, Any]:
@@ -366,9 +318,13 @@ def _integer(score: Any) -> Any:
 
 
 def describe_error(error: ValidationError) -> str:
-    """``believability score 12: Input should be less than or equal to 10; …``"""
+    """``believability score 12 is outside 0 to 10; goal reasoning: Input should be a valid
+    string; …``"""
     parts = []
     for problem in error.errors():
+        if problem["type"] == "value_error":  # the rubric's range check: says it all
+            parts.append(str(problem["ctx"]["error"]))
+            continue
         loc = problem["loc"]
         if len(loc) == 2 and loc[0] in DIMENSION_KEYS and loc[1] in (0, 1):
             loc = (loc[0], ("reasoning", "score")[loc[1]])  # the two halves of a Sotopia pair
@@ -390,7 +346,7 @@ class SotopiaJudge(LabelStudioMLBase):
 
     def __init__(self, label_config: str | None = None, train_output: Any = None, **kwargs: Any):
         super().__init__(label_config=label_config, train_output=train_output, **kwargs)
-        self.controls = controls_in(label_config or "")
+        self.to_names = to_names(label_config or "")
         self.provider = self.make_provider()
 
     @classmethod
@@ -418,13 +374,12 @@ class SotopiaJudge(LabelStudioMLBase):
 
     def _predict_one(self, task: dict[str, Any]) -> list[dict[str, Any]]:
         task_id = task.get("id")
-        data = task.get("data") or {}
         try:
-            version = self.provider.version(data)
+            version = self.provider.version(task)
             if any(p.get("model_version") == version for p in task.get("predictions") or ()):
                 logger.debug("task %s: already holds a prediction of %s", task_id, version)
                 return []
-            return [prediction(self.provider.scores(data), version, self.controls)]
+            return [prediction(self.provider.judge(task), version, self.to_names)]
         except NoPrediction as exc:
             logger.log(exc.level, "task %s: no prediction: %s", task_id, exc)
         except Exception:

@@ -5,23 +5,30 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+
 
 import click
 
-from . import samples, server
-from .client import connect, create_project, find_project
+from . import samples
 from .config import (
     LABELING_CONFIG_FILE,
     instructions_html,
     labeling_config_is_current,
     write_labeling_config,
 )
-from .errors import InvalidInput, LabelStudioError, ProjectNotFound, SotopiaLSError
-from .importer import FORMATS, LoadResult, load_episodes
+from .errors import InvalidInput, SotopiaLSError
 from .exporter.commands import export_command, report_command
+from .importer import FORMATS, LoadResult, load_episodes
+from .labelstudio import server
+from .labelstudio.client import connect
+from .labelstudio.push import (
+    DEFAULT_BATCH_SIZE,
+    PushReport,
+    check_project,
+    import_episodes,
+    write_tasks,
+)
 from .ml_backend.commands import connect_command, ml_backend_command
-from .importer.push import DEFAULT_BATCH_SIZE, PushReport, push_episodes, task_payload
 from .options import server_options
 
 DEFAULT_TITLE = "Sotopia human evaluation"
@@ -36,8 +43,8 @@ def _fail_on(error: SotopiaLSError) -> click.ClickException:
 def main() -> None:
     """Human evaluation of Sotopia episodes in Label Studio.
 
-    Import episodes as tasks, let annotators rate both agents on the seven SOTOPIA-EVAL
-    dimensions, then export validated scores and agreement.
+    Import episodes as tasks, let annotators rate both agents on the SOTOPIA-EVAL
+    dimensions of the rubric, then export validated scores and agreement.
     """
 
 
@@ -86,15 +93,26 @@ def _write_rejects(path: Path, result: LoadResult) -> None:
             out.write(json.dumps(problem.__dict__) + "\n")
 
 
-def _resolve_project(client: Any, project: str | None, title: str, annotations: int) -> Any:
-    if project is not None:
-        return find_project(client, project)
-    try:
-        return find_project(client, title)
-    except ProjectNotFound:
-        created = create_project(client, title, annotations_per_task=annotations)
-        click.echo(f"created project {created.id} {title!r}")
-        return created
+def _echo_repairs(report: PushReport) -> None:
+    if report.retried_batches:
+        click.echo(f"{report.retried_batches} request(s) failed after the server may have "
+                   "saved them: checked what was saved and sent only the rest")
+    if report.removed:
+        click.echo(f"repaired: removed {len(report.removed)} surplus task(s) that repeated an "
+                   f"episode and held no annotation (task ids {_ids(report.removed)})")
+    _warn_worked_on(report.kept_copies)
+
+
+def _warn_worked_on(worked_on: dict[str, list[int]]) -> None:
+    for episode, tasks in worked_on.items():
+        click.echo(f"warning: episode {episode} is in {len(tasks)} annotated tasks "
+                   f"({_ids(tasks)}); all kept, the export counts each annotator once",
+                   err=True)
+
+
+def _ids(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:10]))
+    return shown + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
 def _echo_push(report: PushReport, url: str) -> None:
@@ -103,6 +121,7 @@ def _echo_push(report: PushReport, url: str) -> None:
         f"{report.already_present} already in the project"
         + (f"; {report.with_predictions} with predictions" if report.with_predictions else "")
     )
+    _echo_repairs(report)
     click.echo(f"project: {url.rstrip('/')}/projects/{report.project_id}/data")
 
 
@@ -189,20 +208,54 @@ def import_command(
         _write_rejects(rejects, result)
         click.echo(f"wrote {len(result.problems)} rejected record(s) to {rejects}")
     if dry_run:
-        tasks = [task_payload(e, with_predictions=with_predictions) for e in result.episodes]
-        output.write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
-        click.echo(f"wrote {len(tasks)} task(s) to {output}")
+        count = write_tasks(result.episodes, output, with_predictions=with_predictions)
+        click.echo(f"wrote {count} task(s) to {output}")
         return
     try:
         client = connect(url, api_key)
-        target = _resolve_project(client, project, title, annotations_per_task)
-        report = push_episodes(
-            client, target.id, result.episodes,
-            with_predictions=with_predictions, batch_size=batch_size,
+        target, created, report = import_episodes(
+            client, result.episodes, project=project, title=title,
+            annotations_per_task=annotations_per_task, with_predictions=with_predictions,
+            batch_size=batch_size,
         )
     except SotopiaLSError as error:
         raise _fail_on(error) from error
+    if created:
+        click.echo(f"created project {target.id} {target.title!r}")
     _echo_push(report, url or "")
+
+
+@main.command("check")
+@server_options
+@click.option("--project", required=True, help="Id or exact title of the project to check.")
+@click.option(
+    "--repair/--no-repair", default=True, show_default=True,
+    help="Delete surplus copies of an episode that nobody has worked on, or only report them.",
+)
+def check_command(url: str | None, api_key: str | None, project: str, repair: bool) -> None:
+    """Check that a project holds each episode once, and repair it.
+
+    Of several tasks of one episode, the first one anyone worked on (else the oldest) stays;
+    the other copies are deleted when nobody has annotated, skipped or drafted them, and
+    listed, never deleted, when somebody has.
+
+    Example:
+
+        sotopia-ls check --project "Pilot study"
+
+        sotopia-ls check --project 3 --no-repair
+    """
+    try:
+        project_id, copies = check_project(connect(url, api_key), project, repair=repair)
+    except SotopiaLSError as error:
+        raise _fail_on(error) from error
+    if not copies.surplus and not copies.worked_on:
+        click.echo(f"project {project_id}: every episode is in exactly one task")
+    if copies.surplus:
+        done = "removed" if repair else "found (run again without --no-repair to remove them)"
+        click.echo(f"{len(copies.surplus)} surplus task(s) that repeat an episode and hold no "
+                   f"annotation {done}: task ids {_ids(copies.surplus)}")
+    _warn_worked_on(copies.worked_on)
 
 
 @main.command("up")
@@ -250,9 +303,8 @@ def up_command(
     with running:
         try:
             client = connect(running.url, credentials.api_key)
-            target = _resolve_project(client, None, title, 2)
-            report = push_episodes(client, target.id, result.episodes)
-        except LabelStudioError as error:
+            _, _, report = import_episodes(client, result.episodes, title=title)
+        except SotopiaLSError as error:
             raise _fail_on(error) from error
         _echo_push(report, running.url)
         click.echo(

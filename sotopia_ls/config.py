@@ -19,15 +19,12 @@ from __future__ import annotations
 import html
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-
-from label_studio_sdk.label_interface import LabelInterface
-from label_studio_sdk.label_interface.control_tags import ControlTag
 
 from .dimensions import AGENTS, DIMENSIONS, RUBRIC, Dimension, Example, rating_name, reasoning_name
 from .errors import InvalidLabelingConfig
-from .tasks import DIALOGUE, agent_field
+from .labelstudio.tasks import DIALOGUE, agent_field
 
 LABELING_CONFIG_FILE = "labeling_config.xml"
 # The generated config as shipped, for pasting into Label Studio by hand; a test keeps it current.
@@ -96,7 +93,8 @@ def labeling_config() -> str:
     _header(
         root,
         "Rate each agent on every dimension and say why in the box under the rating. "
-        "All 14 ratings and 14 rationales are required.",
+        f"All {len(DIMENSIONS) * len(AGENTS)} ratings and "
+        f"{len(DIMENSIONS) * len(AGENTS)} rationales are required.",
         _BODY,
     )
     for dimension in DIMENSIONS:
@@ -223,64 +221,106 @@ def _static(text: str) -> str:
     return text
 
 
-# --- checks --------------------------------------------------------------------------------
+# --- checks ------------------------------------------------------------------------------
 
 
-def validate_labeling_config(xml: str) -> LabelInterface:
-    """Parse ``xml`` with label-studio-sdk and check the rating contract.
+@dataclass(frozen=True)
+class Control:
+    """A control tag of a labeling config: what the rating contract reads of it."""
 
-    Raises ``InvalidLabelingConfig`` listing every problem: Label Studio's own schema
-    errors, and any rating or rationale that is missing, optional, preset, or whose
-    options differ from the dimension's integers.
+    tag: str
+    to_name: str
+    options: tuple[str, ...]
+    preselected: tuple[str, ...]
+    attrs: dict[str, str]
+
+
+def controls(xml: str) -> dict[str, Control]:
+    """Every tag with a ``name`` and a ``toName`` in ``xml``, by name.
+
+    Read with the standard library, so the pre-annotation backend (which has no
+    label-studio-sdk) checks configs the same way. A config is data from a request there:
+    document type declarations, the door to entity expansion, are refused outright.
     """
+    if "<!DOCTYPE" in xml.upper() or "<!ENTITY" in xml.upper():
+        raise InvalidLabelingConfig(["document type declarations are not allowed"])
     try:
-        interface = LabelInterface(xml)
-        interface.validate()
-    except Exception as exc:  # the SDK raises bare Exception subclasses and lxml errors
-        raise InvalidLabelingConfig([f"Label Studio rejects it: {exc}"]) from exc
-    problems = list(_contract_problems(interface))
-    if problems:
-        raise InvalidLabelingConfig(problems)
-    return interface
+        root = ET.fromstring(xml)
+    except ET.ParseError as error:
+        raise InvalidLabelingConfig([f"not valid XML: {error}"]) from None
+    found: dict[str, Control] = {}
+    for element in root.iter():
+        name, to_name = element.get("name"), element.get("toName")
+        if name and to_name:
+            options = [child for child in element if child.tag == "Choice"]
+            found[name] = Control(
+                tag=element.tag,
+                to_name=to_name.split(",")[0],
+                options=tuple(child.get("value", "") for child in options),
+                preselected=tuple(
+                    child.get("value", "") for child in options
+                    if child.get("selected", "").lower() == "true"
+                ),
+                attrs=dict(element.attrib),
+            )
+    return found
 
 
-def _contract_problems(interface: LabelInterface) -> Iterable[str]:
-    controls = {control.name: control for control in interface.controls}
+def contract_problems(xml: str) -> list[str]:
+    """Why ``xml`` breaks the rating contract: for every dimension and agent, a required
+    single-choice rating offering exactly the dimension's integers, none preselected, and a
+    required, empty rationale. Empty when it keeps the contract."""
+    found = controls(xml)
+    problems: list[str] = []
     for dimension in DIMENSIONS:
         for agent in AGENTS:
-            rating = rating_name(dimension.key, agent)
-            rationale = reasoning_name(dimension.key, agent)
-            yield from _rating_problems(rating, controls.get(rating), dimension)
-            yield from _rationale_problems(rationale, controls.get(rationale))
+            problems += _rating_problems(rating_name(dimension.key, agent), found, dimension)
+            problems += _rationale_problems(reasoning_name(dimension.key, agent), found)
+    return problems
 
 
-def _rating_problems(name: str, rating: ControlTag | None, dimension: Dimension) -> Iterable[str]:
+def check_labeling_config(xml: str) -> str:
+    """``xml`` when it keeps the rating contract, else ``InvalidLabelingConfig`` listing why."""
+    problems = contract_problems(xml)
+    if problems:
+        raise InvalidLabelingConfig(problems)
+    return xml
+
+
+def _required(control: Control) -> bool:
+    return control.attrs.get("required", "").lower() == "true"
+
+
+def _rating_problems(name: str, found: dict[str, Control], dimension: Dimension) -> list[str]:
+    rating = found.get(name)
     if rating is None or rating.tag != "Choices":
-        yield f"{name}: no Choices control"
-        return
-    expected = [str(value) for value in dimension.values]
-    if rating.labels != expected:
-        yield (
-            f"{rating.name}: options {rating.labels} differ from "
-            f"{dimension.label} {dimension.range_text} ({expected})"
+        return [f"{name}: no Choices control"]
+    problems = []
+    expected = tuple(dimension.choices)
+    if rating.options != expected:
+        problems.append(
+            f"{name}: options {list(rating.options)} differ from "
+            f"{dimension.label} {dimension.range_text} ({list(expected)})"
         )
-    if rating.attr.get("choice") == "multiple":
-        yield f"{rating.name}: must allow a single choice only"
-    preset = [value for value, tag in rating.labels_attrs.items() if tag.attr.get("selected")]
-    if preset:
-        yield f"{rating.name}: options {preset} are preselected"
-    if not rating.is_output_required:
-        yield f"{rating.name}: must be required"
+    if rating.attrs.get("choice") == "multiple":
+        problems.append(f"{name}: must allow a single choice only")
+    if rating.preselected:
+        problems.append(f"{name}: options {list(rating.preselected)} are preselected")
+    if not _required(rating):
+        problems.append(f"{name}: must be required")
+    return problems
 
 
-def _rationale_problems(name: str, rationale: ControlTag | None) -> Iterable[str]:
+def _rationale_problems(name: str, found: dict[str, Control]) -> list[str]:
+    rationale = found.get(name)
     if rationale is None or rationale.tag != "TextArea":
-        yield f"{name}: no TextArea control"
-        return
-    if rationale.attr.get("value"):
-        yield f"{rationale.name}: has a prefilled value"
-    if not rationale.is_output_required:
-        yield f"{rationale.name}: must be required"
+        return [f"{name}: no TextArea control"]
+    problems = []
+    if rationale.attrs.get("value"):
+        problems.append(f"{name}: has a prefilled value")
+    if not _required(rationale):
+        problems.append(f"{name}: must be required")
+    return problems
 
 
 def write_labeling_config(path: Path) -> Path:
@@ -304,7 +344,7 @@ def instructions_html() -> str:
         "<h2>Evaluating Sotopia episodes</h2>",
         "<p>Each task is one conversation between two agents. Read the scenario, both "
         "agents' backgrounds, secrets and social goals, and the whole dialogue. Then rate "
-        "<b>each agent</b> on the seven dimensions below and write a short rationale for "
+        f"<b>each agent</b> on the {len(DIMENSIONS)} dimensions below and write a short rationale for "
         "every rating. Ratings use the full range of each dimension, including zero and "
         "negative values.</p>",
     ]

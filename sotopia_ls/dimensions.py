@@ -1,21 +1,27 @@
-"""The SOTOPIA-EVAL rubric: the one place the seven dimensions are defined.
+"""The SOTOPIA-EVAL rubric: the one place the dimensions are defined, their number included.
 
-Everything else (labeling config, task data, validation, exports, the backend) derives
-from ``RUBRIC``, which is loaded once from ``rubric.json`` beside this module. That file
-holds, per dimension, the key, label, integer range, the guidance sentence annotators
-read, and the good/bad annotation examples of the original Sotopia instruction page,
-plus its fully worked example.
+Everything else (labeling config, task data, the score model, validation, exports, the report,
+the backend, the study gateway) derives from ``RUBRIC``, loaded once from ``rubric.json``
+beside this module, or from the file named by ``SOTOPIA_LS_RUBRIC``. That file holds, per
+dimension, the key, label, integer range, the guidance sentence annotators read, and the
+good/bad annotation examples of the original Sotopia instruction page, plus its fully worked
+example. Sotopia itself builds several rubrics from such lists; adding or removing a
+dimension here (and regenerating ``labeling_config.xml``) changes the whole package.
 """
 
 from __future__ import annotations
 
-from functools import cache
+import os
 from importlib.resources import files
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InvalidRubric
 
 AGENTS: tuple[int, int] = (1, 2)
+RUBRIC_ENV = "SOTOPIA_LS_RUBRIC"
 
 
 class Example(BaseModel):
@@ -46,11 +52,7 @@ class Dimension(BaseModel):
         if self.range_low >= self.range_high:
             raise ValueError(f"dimension {self.key!r}: range_low must be below range_high")
         for example in self.examples:
-            if not self.range_low <= example.rating <= self.range_high:
-                raise ValueError(
-                    f"dimension {self.key!r}: example rating {example.rating} is outside "
-                    f"{self.range_low}..{self.range_high}"
-                )
+            self.check(example.rating)
         return self
 
     @property
@@ -59,21 +61,26 @@ class Dimension(BaseModel):
         return list(range(self.range_low, self.range_high + 1))
 
     @property
+    def choices(self) -> dict[str, int]:
+        """Every score as the labeling config writes it ("-3"), to the integer it stands for."""
+        return {str(value): value for value in self.values}
+
+    @property
     def max_abs(self) -> int:
-        """Largest magnitude on the scale; Sotopia binarizes with ``round(score / max_abs)``."""
+        """Largest magnitude on the scale: the divisor of the range-based binarization."""
         return max(abs(self.range_low), abs(self.range_high))
 
     @property
     def range_text(self) -> str:
         return f"{self.range_low} to {self.range_high}"
 
-    def contains(self, score: object) -> bool:
-        """True when ``score`` is an integer (bools excluded) inside the range."""
-        return (
-            isinstance(score, int)
-            and not isinstance(score, bool)
-            and self.range_low <= score <= self.range_high
-        )
+    def check(self, score: int) -> int:
+        """``score`` if it lies inside the range: the package's one range check."""
+        if not self.range_low <= score <= self.range_high:
+            # A score thousands of digits long is not printed: Python refuses to.
+            shown = str(score) if abs(score) < 10**15 else "of more than 15 digits"
+            raise ValueError(f"{self.key} score {shown} is outside {self.range_text}")
+        return score
 
 
 class WorkedRating(BaseModel):
@@ -96,7 +103,7 @@ class Rubric(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    dimensions: tuple[Dimension, ...]
+    dimensions: tuple[Dimension, ...] = Field(min_length=1)
     worked_example: WorkedExample
 
     @model_validator(mode="after")
@@ -108,11 +115,12 @@ class Rubric(BaseModel):
         for agent in self.worked_example.agents:
             for rating in agent.ratings:
                 dimension = by_key.get(rating.dimension)
-                if dimension is None or not dimension.contains(rating.score):
+                if dimension is None:
                     raise ValueError(
-                        f"worked example for {agent.name}: {rating.dimension}={rating.score} "
-                        "is not a valid rating"
+                        f"worked example for {agent.name}: {rating.dimension!r} is not a "
+                        f"dimension of this rubric ({', '.join(keys)})"
                     )
+                dimension.check(rating.score)
         return self
 
     def __getitem__(self, key: str) -> Dimension:
@@ -126,9 +134,22 @@ class Rubric(BaseModel):
         return [d.key for d in self.dimensions]
 
 
-RUBRIC: Rubric = Rubric.model_validate_json(
-    files("sotopia_ls").joinpath("rubric.json").read_text(encoding="utf-8")
-)
+def load_rubric() -> Rubric:
+    """The rubric of ``SOTOPIA_LS_RUBRIC`` (a path), else the one shipped with the package."""
+    custom = os.environ.get(RUBRIC_ENV)
+    source = Path(custom) if custom else files("sotopia_ls").joinpath("rubric.json")
+    try:
+        return Rubric.model_validate_json(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidRubric(str(source), f"cannot read it: {error}") from None
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = ".".join(map(str, first["loc"]))
+        reason = first["msg"].removeprefix("Value error, ")
+        raise InvalidRubric(str(source), f"{where}: {reason}" if where else reason) from None
+
+
+RUBRIC: Rubric = load_rubric()
 DIMENSIONS: tuple[Dimension, ...] = RUBRIC.dimensions
 DIMENSION_KEYS: tuple[str, ...] = tuple(RUBRIC.keys)
 
@@ -141,25 +162,3 @@ def rating_name(key: str, agent: int) -> str:
 def reasoning_name(key: str, agent: int) -> str:
     """Control name of a rationale, as in the Sotopia oTree app: ``believability_reasoning_1``."""
     return f"{key}_reasoning_{agent}"
-
-
-def overall(scores: dict[str, float]) -> float:
-    """Sotopia's overall score: the unweighted mean of the seven dimensions."""
-    return sum(scores[key] for key in DIMENSION_KEYS) / len(DIMENSION_KEYS)
-
-
-@cache
-def agent_evaluation_model() -> type[BaseModel]:
-    """One pydantic model per agent evaluation, one ``(reasoning, score)`` field per dimension.
-
-    Mirrors sotopia's ``SotopiaDimensions``; the range is a real ``Field(ge=, le=)`` bound so
-    an out-of-range score fails validation with the dimension's name in the error location.
-    """
-    fields = {
-        d.key: (
-            tuple[str, Annotated[int, Field(strict=True, ge=d.range_low, le=d.range_high)]],
-            Field(description=d.guidance),
-        )
-        for d in DIMENSIONS
-    }
-    return create_model("AgentEvaluation", **fields)  # type: ignore[call-overload]

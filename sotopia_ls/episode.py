@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .dimensions import DIMENSION_KEYS, RUBRIC
+from .scores import Evaluation
 
 TurnKind = Literal["speak", "non-verbal communication", "action", "none", "leave"]
 
@@ -26,58 +26,36 @@ class Turn(BaseModel):
     text: str = ""
 
 
-class Agent(BaseModel):
-    """One participant as the evaluator saw them: profile, secret and social goal."""
+class Profile(BaseModel):
+    """An agent's background as the evaluator saw it: the one declaration of its fields.
 
-    model_config = ConfigDict(frozen=True)
+    ``title`` is the label the annotator reads; an ``alias`` is the field's name in Sotopia's
+    oTree app (``personal_info``), read by the ``otree-csv`` format and written to
+    ``scores_wide.csv``'s ``data`` column.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, coerce_numbers_to_str=True)
+
+    age: str = Field("", title="Age")
+    occupation: str = Field("", title="Occupation", alias="profession")
+    pronouns: str = Field("", title="Pronouns")
+    interests: str = Field("", title="Interests")
+    personality: str = Field("", title="Personality and values")
+    secret: str = Field("", title="Secret", alias="secrets")
+
+
+PROFILE_FIELDS: tuple[str, ...] = tuple(Profile.model_fields)
+# Our field name → the oTree app's, for the formats that speak oTree.
+OTREE_PROFILE_NAMES: dict[str, str] = {
+    name: field.alias or name for name, field in Profile.model_fields.items()
+}
+
+
+class Agent(Profile):
+    """One participant: profile, name and social goal."""
 
     name: str = Field(min_length=1)
-    age: str = ""
-    occupation: str = ""
-    pronouns: str = ""
-    interests: str = ""
-    personality: str = ""
-    secret: str = ""
     goal: str = Field(min_length=1)
-
-
-class Judgement(BaseModel):
-    """One stored (model) rating of one dimension for one agent."""
-
-    model_config = ConfigDict(frozen=True)
-
-    score: int
-    reasoning: str = ""
-
-
-class Evaluation(BaseModel):
-    """The episode's stored evaluation: ``agents[i][dimension]`` for agent ``i + 1``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    evaluator: str = ""
-    agents: tuple[dict[str, Judgement], dict[str, Judgement]]
-
-    @field_validator("agents")
-    @classmethod
-    def _complete_and_in_range(
-        cls, agents: tuple[dict[str, Judgement], ...]
-    ) -> tuple[dict[str, Judgement], ...]:
-        for index, judgements in enumerate(agents, start=1):
-            missing = [key for key in DIMENSION_KEYS if key not in judgements]
-            if missing:
-                raise ValueError(f"agent {index}: missing dimensions {', '.join(missing)}")
-            unknown = sorted(set(judgements) - set(DIMENSION_KEYS))
-            if unknown:
-                raise ValueError(f"agent {index}: unknown dimensions {', '.join(unknown)}")
-            for key, judgement in judgements.items():
-                dimension = RUBRIC[key]
-                if not dimension.contains(judgement.score):
-                    raise ValueError(
-                        f"agent {index}: {key} score {judgement.score} is outside "
-                        f"{dimension.range_text}"
-                    )
-        return agents
 
 
 class Source(BaseModel):

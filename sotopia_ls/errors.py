@@ -1,11 +1,13 @@
 """Exceptions raised by sotopia_ls, so callers know what to catch.
 
     SotopiaLSError
+    ├── InvalidRubric           a rubric file that cannot be read or is not a valid rubric
     ├── InvalidInput            bad episodes or annotations; carries every Problem found
     ├── UnknownFormat           a file whose format could not be detected or is not supported
     ├── InvalidLabelingConfig   a config Label Studio would reject or that breaks the rating contract
     └── LabelStudioError        a Label Studio call failed; carries project/task ids when known
-        └── ProjectNotFound     --project named no project on the server
+        ├── ProjectNotFound     --project named no project on the server
+        └── ImportOutcomeUnknown  an import request failed after the server may have saved it
 
 Errors from label-studio-sdk and HTTP are mapped to ``LabelStudioError`` at the client
 boundary (``sotopia_ls.client``) and chained with ``from``.
@@ -47,6 +49,12 @@ class InvalidInput(SotopiaLSError):
         return type(self), (self.problems,)
 
 
+class InvalidRubric(SotopiaLSError):
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(f"rubric {path}: {reason}")
+
+
 class UnknownFormat(SotopiaLSError):
     def __init__(self, path: str, reason: str, accepted: list[str]) -> None:
         self.path = path
@@ -71,4 +79,8 @@ class LabelStudioError(SotopiaLSError):
 
 
 class ProjectNotFound(LabelStudioError):
+    pass
+
+
+class ImportOutcomeUnknown(LabelStudioError):
     pass

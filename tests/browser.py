@@ -13,7 +13,7 @@ from pathlib import Path
 from playwright.sync_api import Locator, Page, sync_playwright
 
 from sotopia_ls.config import rating_class
-from sotopia_ls.server import LocalServer
+from sotopia_ls.labelstudio.server import LocalServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -7,14 +7,19 @@ Projects made by tests are titled ``test_<uuid>`` and deleted at the end of the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from label_studio_sdk import LabelStudio
 
-from sotopia_ls import server
+from sotopia_ls.dimensions import AGENTS
+from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio.client import episode_tasks
+from sotopia_ls.labelstudio.results import evaluation_results
 from sotopia_ls.samples import SAMPLES
+from sotopia_ls.scores import Evaluation
 
 
 
@@ -46,3 +51,19 @@ def ls_client(label_studio: server.LocalServer) -> Iterator[LabelStudio]:
 @pytest.fixture
 def project_title() -> str:
     return f"test_{uuid.uuid4().hex[:12]}"
+
+
+def results_of(scores: Mapping[int, Mapping[str, tuple[str, int]]]) -> list[dict[str, Any]]:
+    """A Label Studio result list answering ``{agent: {dimension: (rationale, score)}}``."""
+    return evaluation_results(Evaluation(agents=tuple(scores[agent] for agent in AGENTS)))
+
+
+def row_results(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A Label Studio result list answering like a row of an oTree human-eval CSV (read with
+    ``to_dict("records")``): the row is the flat form of the score model."""
+    return evaluation_results(Evaluation.from_flat(row))
+
+
+def task_ids(client: LabelStudio, project_id: int) -> dict[str, int]:
+    """``episode id → task id`` of a project that holds each episode once."""
+    return {episode: tasks[0].id for episode, tasks in episode_tasks(client, project_id).items()}

@@ -28,12 +28,13 @@ from browser import (
     screenshot_whole_form,
     submit,
 )
+from conftest import results_of
 from sotopia_ls.config import instructions_html, labeling_config
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.episode import Episode, Turn
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.results import results_from_scores
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.labelstudio.push import task_payload
+from sotopia_ls.labelstudio.tasks import episode_to_task
 
 pytestmark = [
     pytest.mark.browser,
@@ -101,7 +102,7 @@ def open_episode(page, label_studio, ls_client, project):
 
     def _open(episode: Episode) -> int:
         response = ls_client.projects.import_tasks(
-            id=project, request=[{"data": episode_to_task(episode)}], return_task_ids=True
+            id=project, request=[task_payload(episode)], return_task_ids=True
         )
         task = response.task_ids[0]
         open_task(page, label_studio, project, task)
@@ -188,7 +189,7 @@ def test_negative_and_zero_ratings_are_stored_exactly(page, open_episode, episod
 
     annotations = wait_for_annotations(ls_client, task)
     assert len(annotations) == 1
-    assert comparable(annotations[0].result) == comparable(results_from_scores(SCORES))
+    assert comparable(annotations[0].result) == comparable(results_of(SCORES))
 
 
 def test_episode_text_is_shown_as_text_and_never_runs(page, open_episode, episode):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -16,7 +15,8 @@ from sotopia_ls.config import (
     instructions_html,
     labeling_config,
     labeling_config_is_current,
-    validate_labeling_config,
+    check_labeling_config,
+    contract_problems,
     write_labeling_config,
 )
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC, rating_name, reasoning_name
@@ -40,8 +40,9 @@ def complete_output() -> dict[str, str]:
 
 
 def test_the_generated_config_passes_label_studio_sdk_validation():
-    interface = validate_labeling_config(labeling_config())
-    assert len(interface.controls) == 28
+    LabelInterface(labeling_config()).validate()
+    assert check_labeling_config(labeling_config()) == labeling_config()
+    assert len(LabelInterface(labeling_config()).controls) == 4 * len(DIMENSIONS)
 
 
 @pytest.mark.server
@@ -161,13 +162,20 @@ def test_a_config_breaking_the_rating_contract_is_refused_with_the_control_named
     root = ET.fromstring(labeling_config())
     edit(root)
     with pytest.raises(InvalidLabelingConfig) as error:
-        validate_labeling_config(ET.tostring(root, encoding="unicode"))
+        check_labeling_config(ET.tostring(root, encoding="unicode"))
     assert complaint in str(error.value)
 
 
-def test_a_config_label_studio_cannot_parse_is_refused():
-    with pytest.raises(InvalidLabelingConfig, match="Label Studio rejects it"):
-        validate_labeling_config("<View><Choices name='a' toName='missing'/></View>")
+@pytest.mark.parametrize(
+    ("xml", "complaint"),
+    [
+        ("<View><Choices name='a' toName='b'", "not valid XML"),
+        ('<!DOCTYPE x [<!ENTITY a "aaaa">]><View>&a;</View>', "document type declarations"),
+    ],
+)
+def test_a_config_that_is_not_xml_or_declares_entities_is_refused(xml, complaint):
+    with pytest.raises(InvalidLabelingConfig, match=complaint):
+        contract_problems(xml)
 
 
 class _TextOf(HTMLParser):

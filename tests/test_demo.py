@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sotopia_ls.server import free_port
+from sotopia_ls.labelstudio.server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

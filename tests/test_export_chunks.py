@@ -17,14 +17,15 @@ import msgspec
 import pandas as pd
 import pytest
 
-from sotopia_ls.dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+from conftest import results_of
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS
 from sotopia_ls.errors import InvalidInput, SotopiaLSError
 from sotopia_ls.exporter import OUTPUT_FILES, Reading, export_file
 from sotopia_ls.exporter.chunks import _TAIL, task_chunks
 from sotopia_ls.exporter.wire import Task
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.results import results_from_scores
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.labelstudio.tasks import episode_to_task
+from sotopia_ls.scores import Evaluation
 
 # Rationales a cutter that ignored strings or escapes would split inside.
 TRICKY = [
@@ -39,8 +40,9 @@ def human_ratings(sample_data: Path) -> list[dict[int, dict[str, tuple[str, int]
     """The 85 rows of the sample oTree human evaluation, as (rationale, score) per agent."""
     rows = pd.concat(pd.read_csv(path) for path in
                      sorted((sample_data / "human_eval").glob("*_final.csv")))
-    return [{a: {d.key: (str(row[reasoning_name(d.key, a)]), int(row[rating_name(d.key, a)]))
-                 for d in DIMENSIONS} for a in AGENTS} for _, row in rows.iterrows()]
+    evaluations = [Evaluation.from_flat(row) for row in rows.to_dict("records")]
+    return [{agent: {d.key: evaluation.pair(agent, d.key) for d in DIMENSIONS}
+             for agent in AGENTS} for evaluation in evaluations]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def tasks(sample_data) -> list[dict]:
             rating[agent][key] = (TRICKY[number % len(TRICKY)], rating[agent][key][1])
             annotations.append({
                 "id": 10 * number + k, "completed_by": k + 1,
-                "result": results_from_scores(rating), "was_cancelled": False,
+                "result": results_of(rating), "was_cancelled": False,
                 "ground_truth": False, "lead_time": 30.5 + k,
                 "created_at": "2026-11-01T10:00:00Z", "prediction": {},
             })
@@ -106,18 +108,40 @@ def test_two_workers_on_small_chunks_write_what_one_process_writes(export, tmp_p
     assert set(TRICKY) <= rationales
 
 
-def test_an_episode_annotated_in_two_far_apart_tasks_is_aggregated_whole(tasks, tmp_path):
+def _first_episode_again_last(tasks: list[dict], path: Path, annotators: tuple[int, int]) -> str:
     split = [dict(task) for task in tasks]
-    split[-1] = split[-1] | {"data": split[0]["data"]}  # the first episode, again, last
-    path = tmp_path / "export.json"
+    split[-1] = split[-1] | {"data": split[0]["data"], "annotations": [
+        annotation | {"completed_by": who}
+        for annotation, who in zip(split[-1]["annotations"], annotators)
+    ]}
     path.write_text(json.dumps(split))
-    export_file(path, tmp_path / "many", reading=Reading(workers=2, chunk_bytes=30000))
+    return split[0]["data"]["episode_id"]
+
+
+def test_an_episode_in_two_far_apart_tasks_is_aggregated_whole(tasks, tmp_path):
+    path = tmp_path / "export.json"
+    episode = _first_episode_again_last(tasks, path, annotators=(3, 4))
+    many = export_file(path, tmp_path / "many", reading=Reading(workers=2, chunk_bytes=30000))
     export_file(path, tmp_path / "one", reading=Reading(workers=1))
-    episodes = [json.loads(line) for line in (tmp_path / "many" / "episodes.jsonl").open()]
-    first = episodes[0]
-    assert first["annotator_count"] == 4 and len(episodes) == 41
+    episodes = {record["episode"]: record for record in
+                map(json.loads, (tmp_path / "many" / "episodes.jsonl").open())}
+    assert episodes[episode]["annotator_count"] == 4 and len(episodes) == 41
+    assert many.several_tasks == {episode: [1, len(tasks)]}
     assert (tmp_path / "one" / "episodes.jsonl").read_bytes() == \
            (tmp_path / "many" / "episodes.jsonl").read_bytes()
+
+
+def test_an_annotator_who_rated_an_episode_in_two_tasks_counts_once(tasks, tmp_path):
+    path = tmp_path / "export.json"
+    episode = _first_episode_again_last(tasks, path, annotators=(1, 2))
+    result = export_file(path, tmp_path / "out", reading=Reading(workers=2, chunk_bytes=30000))
+    episodes = {record["episode"]: record for record in
+                map(json.loads, (tmp_path / "out" / "episodes.jsonl").open())}
+    assert episodes[episode]["annotator_count"] == 2
+    assert result.tally.duplicates == 2 and result.tally.balanced
+    refused = result.errors.set_index("annotation_id")["reason"]
+    assert set(refused.index) == {10, 11}
+    assert refused[10].startswith(f"duplicate: the same annotator also annotated episode {episode}")
 
 
 @pytest.mark.parametrize(
@@ -140,7 +164,7 @@ def test_a_broken_export_is_refused_naming_the_file_and_nothing_is_written(
     with pytest.raises(InvalidInput) as error:
         export_file(path, out, reading=Reading(workers=2, chunk_bytes=30000))
     assert reason in str(error.value) and str(path) in str(error.value)
-    assert list(out.iterdir()) == []
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["broken.json"]
 
 
 def test_tasks_without_a_comma_between_them_are_refused(tasks, tmp_path):
@@ -193,7 +217,7 @@ def test_a_worker_that_dies_is_reported_with_a_fix(export, tmp_path, monkeypatch
     def killed(chunk, settings):
         os._exit(9)  # as the kernel's out-of-memory killer would
 
-    monkeypatch.setattr("sotopia_ls.exporter.parallel.read_part", killed)
+    monkeypatch.setattr("sotopia_ls.exporter.parallel.validate_chunk", killed)
     with pytest.raises(SotopiaLSError, match="--workers"):
         export_file(export, tmp_path / "out", reading=Reading(workers=2, chunk_bytes=30000))
-    assert not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()

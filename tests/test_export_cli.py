@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from conftest import results_of
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
 from sotopia_ls.exporter import OUTPUT_FILES
 from sotopia_ls.exporter.commands import export_command, report_command
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.results import results_from_scores
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.labelstudio.tasks import episode_to_task
 
 
 def scores(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
@@ -32,7 +32,7 @@ def export_file(sample_data, tmp_path) -> Path:
             "data": episode_to_task(episode),
             "annotations": [
                 {"id": number * 10 + k, "completed_by": {"id": k, "email": f"rater{k}@lab.test"},
-                 "result": results_from_scores(scores(k)), "was_cancelled": False,
+                 "result": results_of(scores(k)), "was_cancelled": False,
                  "ground_truth": False, "lead_time": 40.0 + k,
                  "created_at": "2024-05-01T10:00:00Z"}
                 for k in (1, 2)

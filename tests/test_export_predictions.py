@@ -12,11 +12,12 @@ import uuid
 import pandas as pd
 import pytest
 
-from sotopia_ls.client import create_project, existing_episode_ids
+from conftest import results_of, task_ids
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS
 from sotopia_ls.exporter import export_project
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.importer.push import push_episodes
-from sotopia_ls.results import results_from_scores
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import push_episodes
 
 pytestmark = pytest.mark.server
 
@@ -34,10 +35,10 @@ def test_the_export_marks_scores_changed_from_the_prefilled_prediction(
     (episode,) = load_episodes([sample_data / "episodelog"]).episodes
     project = create_project(ls_client, project_title)
     push_episodes(ls_client, project.id, [episode], with_predictions=True, progress=False)
-    task_id = existing_episode_ids(ls_client, project.id)[episode.id]
+    task_id = task_ids(ls_client, project.id)[episode.id]
     stored = {
-        agent: {key: (j.reasoning, j.score) for key, j in judgements.items()}
-        for agent, judgements in enumerate(episode.evaluation.agents, start=1)
+        agent: {key: episode.evaluation.pair(agent, key) for key in DIMENSION_KEYS}
+        for agent in AGENTS
     }
     edited = {
         agent: {
@@ -49,12 +50,12 @@ def test_the_export_marks_scores_changed_from_the_prefilled_prediction(
 
     unprompted = new_annotator(ls_client, "blind")
     ls_client.annotations.create(
-        id=task_id, result=results_from_scores(stored), completed_by=unprompted.id
+        id=task_id, result=results_of(stored), completed_by=unprompted.id
     )
     ls_client.projects.update(id=project.id, show_collab_predictions=True, model_version="gpt-4")
     prompted = new_annotator(ls_client, "prefilled")
     ls_client.annotations.create(
-        id=task_id, result=results_from_scores(edited), completed_by=prompted.id
+        id=task_id, result=results_of(edited), completed_by=prompted.id
     )
 
     long = export_project(ls_client, str(project.id)).scores_long

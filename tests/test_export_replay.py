@@ -23,14 +23,14 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from sotopia_ls.client import create_project, existing_episode_ids
+from conftest import row_results, task_ids
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from sotopia_ls.exporter import ExportResult, export_project
 from sotopia_ls.exporter.agreement import agreement_table
 from sotopia_ls.exporter.commands import export_command, report_command
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.results import results_from_scores
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import task_payload
 
 pytestmark = pytest.mark.server
 
@@ -55,35 +55,25 @@ def read_study(samples: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def scores_of(row: pd.Series) -> dict[int, dict[str, tuple[str, int]]]:
-    return {
-        agent: {
-            key: (row[reasoning_name(key, agent)], int(row[rating_name(key, agent)]))
-            for key in DIMENSION_KEYS
-        }
-        for agent in AGENTS
-    }
-
-
 @pytest.fixture(scope="module")
 def replay(ls_client, label_studio, sample_data, tmp_path_factory) -> Replay:
     project = create_project(ls_client, f"test_{uuid.uuid4().hex[:12]}")
     episodes = load_episodes([sample_data / "otree_episodes"]).episodes
     ls_client.projects.import_tasks(
-        id=project.id, request=[{"data": episode_to_task(e)} for e in episodes],
+        id=project.id, request=[task_payload(e) for e in episodes],
         return_task_ids=True,
     )
-    task_ids = existing_episode_ids(ls_client, project.id)
+    tasks = task_ids(ls_client, project.id)
     rows = read_study(sample_data)
     run = uuid.uuid4().hex[:6]
     emails = []
-    for number, row in rows.iterrows():
+    for number, row in enumerate(rows.to_dict("records")):
         # One Label Studio user per CSV row: the same oTree participant once rated the same
         # episode twice, and both ratings are part of the study.
         email = f"row{number}-{run}@replay.test"
         user = ls_client.users.create(username=email.split("@")[0], email=email)
         ls_client.annotations.create(
-            id=task_ids[row["pk"]], result=results_from_scores(scores_of(row)),
+            id=tasks[row["pk"]], result=row_results(row),
             completed_by=user.id, lead_time=30.0 + number,
         )
         emails.append(email)

@@ -16,14 +16,15 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from sotopia_ls.client import create_project, existing_episode_ids
+from conftest import results_of, task_ids
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
 from sotopia_ls.exporter import export_project
 from sotopia_ls.exporter.commands import export_command
 from sotopia_ls.exporter.report import build_report
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.results import results_from_scores
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import task_payload
+from sotopia_ls.labelstudio.tasks import episode_to_task
 
 pytestmark = pytest.mark.server
 
@@ -41,7 +42,7 @@ def ratings(offset: int, who: str) -> dict[int, dict[str, tuple[str, int]]]:
 
 def results_with(offset: int, who: str, control: str, value: dict | None) -> list[dict]:
     """Valid results except ``control``: its value replaced, or the result left out (None)."""
-    results = results_from_scores(ratings(offset, who))
+    results = results_of(ratings(offset, who))
     if value is None:
         return [r for r in results if r["from_name"] != control]
     return [r | {"value": value} if r["from_name"] == control else r for r in results]
@@ -60,24 +61,24 @@ class Crowd:
 def crowd(ls_client, label_studio, sample_data) -> Crowd:
     project = create_project(ls_client, f"test_{uuid.uuid4().hex[:12]}")
     episode = load_episodes([sample_data / FIXTURE]).episodes[0]
-    ls_client.projects.import_tasks(id=project.id, request=[{"data": episode_to_task(episode)}])
-    task_id = existing_episode_ids(ls_client, project.id)[episode.id]
+    ls_client.projects.import_tasks(id=project.id, request=[task_payload(episode)])
+    task_id = task_ids(ls_client, project.id)[episode.id]
     run = uuid.uuid4().hex[:6]
     users = {
         name: ls_client.users.create(username=f"{name}-{run}", email=f"{name}-{run}@crowd.test").id
         for name in ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "expert")
     }
     plan = [
-        ("alice-first", "alice", results_from_scores(ratings(0, "alice")), {}),
-        ("alice", "alice", results_from_scores(ratings(1, "alice")), {}),
-        ("bob", "bob", results_from_scores(ratings(-1, "bob")), {}),
+        ("alice-first", "alice", results_of(ratings(0, "alice")), {}),
+        ("alice", "alice", results_of(ratings(1, "alice")), {}),
+        ("bob", "bob", results_of(ratings(-1, "bob")), {}),
         ("carol", "carol", results_with(0, "carol", "secret_2", {"choices": ["5"]}), {}),
         ("dave", "dave", results_with(0, "dave", "goal_reasoning_1", None), {}),
         ("erin", "erin", results_with(0, "erin", "knowledge_1", {"choices": ["3.5"]}), {}),
         ("frank", "frank",
          results_with(0, "frank", "relationship_reasoning_2", {"text": ["  "]}), {}),
         ("grace", "grace", [], {"was_cancelled": True}),
-        ("expert", "expert", results_from_scores(ratings(2, "expert")), {"ground_truth": True}),
+        ("expert", "expert", results_of(ratings(2, "expert")), {"ground_truth": True}),
     ]
     annotations = {}
     for label, user, result, extra in plan:
@@ -88,7 +89,7 @@ def crowd(ls_client, label_studio, sample_data) -> Crowd:
     # An unsubmitted draft: the SDK has no call for drafts, so use its HTTP client directly.
     ls_client._client_wrapper.httpx_client.request(
         f"api/tasks/{task_id}/drafts", method="POST",
-        json={"result": results_from_scores(ratings(3, "draft")), "lead_time": 3.0},
+        json={"result": results_of(ratings(3, "draft")), "lead_time": 3.0},
     ).raise_for_status()
     return Crowd(project.id, task_id, users, annotations,
                  {"LABEL_STUDIO_URL": label_studio.url,
@@ -112,7 +113,7 @@ def test_each_bad_annotation_lands_in_errors_naming_its_field(crowd, tmp_path):
     found = {(e["annotation_id"], e["field"]): e["reason"] for e in errors}
     a = crowd.annotations
     assert found == {
-        (a["carol"], "secret_2"): "5 is outside secret's range -10 to 0",
+        (a["carol"], "secret_2"): "secret score 5 is outside -10 to 0",
         (a["dave"], "goal_reasoning_1"): "missing rationale",
         (a["erin"], "knowledge_1"): "not an integer: '3.5'",
         (a["frank"], "relationship_reasoning_2"): "empty rationale",
@@ -198,14 +199,14 @@ def test_a_backends_predictions_stand_in_for_a_missing_stored_evaluation(ls_clie
     episode = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[0]
     assert episode.evaluation is None
     judged = ratings(2, "backend")
-    prediction = {"model_version": "backend-v1", "result": results_from_scores(judged)}
+    prediction = {"model_version": "backend-v1", "result": results_of(judged)}
     ls_client.projects.import_tasks(
         id=project.id, request=[{"data": episode_to_task(episode), "predictions": [prediction]}]
     )
-    task_id = existing_episode_ids(ls_client, project.id)[episode.id]
+    task_id = task_ids(ls_client, project.id)[episode.id]
     user = ls_client.users.create(username=f"solo-{uuid.uuid4().hex[:6]}",
                                   email=f"solo-{uuid.uuid4().hex[:6]}@crowd.test")
-    ls_client.annotations.create(id=task_id, result=results_from_scores(ratings(0, "solo")),
+    ls_client.annotations.create(id=task_id, result=results_of(ratings(0, "solo")),
                                  completed_by=user.id)
 
     assert export_project(ls_client, project.id).model_scores.empty

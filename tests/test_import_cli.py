@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from conftest import task_ids
 from sotopia_ls.cli import main
-from sotopia_ls.client import create_project, existing_episode_ids, find_project, import_batch
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name
 from sotopia_ls.errors import LabelStudioError
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.importer.push import push_episodes
-from sotopia_ls.tasks import episode_to_task
+from sotopia_ls.labelstudio.client import create_project, find_project, import_batch
+from sotopia_ls.labelstudio.push import push_episodes, task_payload
 
 pytestmark = pytest.mark.server
 
@@ -37,7 +37,7 @@ def all_sources(samples: Path) -> list[str]:
 
 
 def task_count(ls_client, title: str) -> int:
-    return len(existing_episode_ids(ls_client, find_project(ls_client, title).id))
+    return len(task_ids(ls_client, find_project(ls_client, title).id))
 
 
 def test_every_sample_episode_becomes_one_task_and_reruns_add_nothing(
@@ -72,7 +72,7 @@ def test_an_interrupted_import_resumes_to_one_task_per_episode(
     resumed = run_import(label_studio, str(sample_data / "otree_episodes"), "--project", project_title, "--batch-size", "7")
     assert resumed.exit_code == 0, resumed.output
     assert "imported 32 task(s) in 5 batch(es); 10 already in the project" in resumed.output
-    ids = existing_episode_ids(ls_client, project.id)
+    ids = task_ids(ls_client, project.id)
     assert sorted(ids) == sorted({e.id for e in episodes} | {FIXTURE_ID})
 
 
@@ -85,7 +85,7 @@ def test_with_predictions_attaches_the_stored_evaluation(
     assert result.exit_code == 0, result.output
     assert "1 with predictions" in result.output
 
-    task_id = existing_episode_ids(ls_client, find_project(ls_client, project_title).id)[FIXTURE_ID]
+    task_id = task_ids(ls_client, find_project(ls_client, project_title).id)[FIXTURE_ID]
     predictions = ls_client.tasks.get(id=str(task_id)).predictions
     assert len(predictions) == 1
     prediction = predictions[0]
@@ -100,7 +100,7 @@ def test_with_predictions_attaches_the_stored_evaluation(
 def test_predictions_are_off_by_default(label_studio, ls_client, sample_data, project_title):
     result = run_import(label_studio, str(sample_data / "episodelog"), "--title", project_title)
     assert result.exit_code == 0, result.output
-    task_id = existing_episode_ids(ls_client, find_project(ls_client, project_title).id)[FIXTURE_ID]
+    task_id = task_ids(ls_client, find_project(ls_client, project_title).id)[FIXTURE_ID]
     assert ls_client.tasks.get(id=str(task_id)).predictions == []
 
 
@@ -194,8 +194,8 @@ def test_a_batch_label_studio_refuses_is_a_clear_error_and_adds_nothing(
 ):
     episode = load_episodes([sample_data / "episodelog"]).episodes[0]
     project = create_project(ls_client, project_title)
-    ids = import_batch(ls_client, project.id, [{"data": episode_to_task(episode)}])
-    assert existing_episode_ids(ls_client, project.id) == {episode.id: ids[0]}
+    ids = import_batch(ls_client, project.id, [task_payload(episode)])
+    assert task_ids(ls_client, project.id) == {episode.id: ids[0]}
 
     # Label Studio refuses a task without the fields its labeling config shows.
     with pytest.raises(LabelStudioError) as refused:
@@ -204,4 +204,4 @@ def test_a_batch_label_studio_refuses_is_a_clear_error_and_adds_nothing(
     print(message)
     assert f"project {project.id}" in message and "HTTP 400" in message
     assert "scenario" in message  # Label Studio's own reason reaches the researcher
-    assert existing_episode_ids(ls_client, project.id) == {episode.id: ids[0]}
+    assert task_ids(ls_client, project.id) == {episode.id: ids[0]}

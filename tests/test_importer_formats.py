@@ -220,19 +220,18 @@ def test_the_stored_evaluation_is_the_episodes_rewards_and_reasoning(sample_data
     (episode,) = load_episodes([sample_data / "episodelog"]).episodes
     evaluation = episode.evaluation
     assert evaluation.evaluator == "gpt-4"
-    for judgements, (_, rewards) in zip(evaluation.agents, fixture_record["rewards"]):
-        assert {key: judgement.score for key, judgement in judgements.items()} == {
+    for agent, (_, rewards) in zip((1, 2), fixture_record["rewards"]):
+        assert {key: evaluation.pair(agent, key)[1] for key in DIMENSION_KEYS} == {
             key: int(rewards[key]) for key in DIMENSION_KEYS
         }
-    mia, william = evaluation.agents
-    assert (
-        mia["knowledge"].reasoning
-        == "Mia does not gain any new or important information through this interaction."
+    assert evaluation.pair(1, "knowledge")[0] == (
+        "Mia does not gain any new or important information through this interaction."
     )
-    assert william["secret"].reasoning.startswith(
+    assert evaluation.pair(2, "secret")[0].startswith(
         "William's secret is that he sabotaged a competitor's dish"
     )
-    assert all(judgement.reasoning for agent in evaluation.agents for judgement in agent.values())
+    assert evaluation.gaps() == []
+    assert all(evaluation.pair(agent, key)[0] for agent in (1, 2) for key in DIMENSION_KEYS)
 
 
 def test_the_2024_release_shape_of_rewards_parses(dump_record):

@@ -29,16 +29,16 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from sotopia_ls import server
 from sotopia_ls.cli import main
-from sotopia_ls.client import create_project
 from sotopia_ls.config import labeling_config
-from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS, DIMENSION_KEYS, rating_name, reasoning_name
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.importer.push import push_episodes
+from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import push_episodes, task_payload
+from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment, request_predictions
-from sotopia_ls.tasks import episode_to_task
 
 FIXTURE_EPISODE = "episodelog/fixture_episode.json"
 OTREE_EPISODE = "otree_episodes/GPT3.5-GPT3.5"
@@ -121,8 +121,8 @@ def episodes(sample_data: Path) -> list[Episode]:
 def stored_choices(episode: Episode) -> dict[str, str]:
     assert episode.evaluation is not None
     return {
-        rating_name(key, agent): str(judgements[key].score)
-        for agent, judgements in zip(AGENTS, episode.evaluation.agents, strict=True)
+        rating_name(key, agent): str(episode.evaluation.pair(agent, key)[1])
+        for agent in AGENTS
         for key in DIMENSION_KEYS
     }
 
@@ -244,7 +244,7 @@ def test_health_and_setup_answer_as_label_studio_expects(stored_backend):
 
 def test_predict_answers_in_task_order_and_skips_what_is_already_there(stored_backend, episodes):
     evaluated, plain = episodes
-    tasks = [{"id": 1, "data": episode_to_task(plain)}, {"id": 2, "data": episode_to_task(evaluated)}]
+    tasks = [{"id": 1, **task_payload(plain)}, {"id": 2, **task_payload(evaluated)}]
     body = {"tasks": tasks, "project": "1.1700000000", "label_config": labeling_config(), "params": {}}
     answer = httpx.post(f"{stored_backend.url}/predict", json=body, timeout=30)
     assert answer.status_code == 200
@@ -270,11 +270,11 @@ FOREIGN_CONFIG = (
         ("POST", "/setup", b"{not json", "JSON object"),
         ("POST", "/setup", [], "JSON object"),
         ("POST", "/setup", {"project": "1.1"}, "schema: Field required"),
-        ("POST", "/setup", {"schema": FOREIGN_CONFIG}, "no control named believability_1"),
+        ("POST", "/setup", {"schema": FOREIGN_CONFIG}, "believability_1: no Choices control"),
         ("POST", "/setup", {"schema": "<View"}, "not valid XML"),
         ("POST", "/predict", {"label_config": "LABEL_CONFIG"}, "tasks: Field required"),
         ("POST", "/predict", {"tasks": [{"data": "x"}], "label_config": "LABEL_CONFIG"}, "tasks 0 data"),
-        ("POST", "/predict", {"tasks": [], "label_config": FOREIGN_CONFIG}, "does not match the Sotopia rubric"),
+        ("POST", "/predict", {"tasks": [], "label_config": FOREIGN_CONFIG}, "invalid labeling config"),
         ("POST", "/webhook", b"", "JSON object"),
         ("GET", "/predict", None, ""),
         ("GET", "/no-such-route", None, ""),
@@ -364,7 +364,7 @@ REPLIES: dict[str, list[str]] = {
     "slow": ["SLEEP", "SLEEP"],
 }
 EXPECTED_REASON = {
-    "out-of-range": "agent_1: believability score 12: Input should be less than or equal to 10",
+    "out-of-range": "agent_1: believability score 12 is outside 0 to 10",
     "garbage": "attempt 2: the answer is not valid JSON",
     "slow": "attempt 2: no answer within 1 s",
 }

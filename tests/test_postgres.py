@@ -21,13 +21,13 @@ import psycopg
 import pytest
 from label_studio_sdk import LabelStudio
 
-from sotopia_ls import server
-from sotopia_ls.client import create_project
+from conftest import results_of
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter import export_project
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.importer.push import push_episodes
-from sotopia_ls.results import results_from_scores
+from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import push_episodes
 
 pytestmark = pytest.mark.postgres
 
@@ -119,7 +119,7 @@ def test_import_annotate_export_on_postgresql(
         for annotator_number, user in enumerate(annotators, start=1):
             scores = chosen_scores(number, annotator_number)
             annotation = client.annotations.create(
-                id=task.id, result=results_from_scores(scores), completed_by=user.id, lead_time=30.0
+                id=task.id, result=results_of(scores), completed_by=user.id, lead_time=30.0
             )
             given[annotation.id] = (user.email, scores)
     assert on_postgres.count("task_completion", project.id) == len(given) == 6

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sotopia_ls.config import labeling_config
-from sotopia_ls.server import free_port
+from sotopia_ls.labelstudio.server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

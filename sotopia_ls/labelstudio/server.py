@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from .errors import LabelStudioError
+from ..errors import LabelStudioError
 
 DEFAULT_HOST = "127.0.0.1"
 

@@ -1,30 +1,26 @@
-"""The one validation pass: every annotation is counted and lands in one place.
+"""Validate: one chunk of exported tasks → a ``Part``, every annotation counted and placed once.
 
-An export is read as chunks of whole tasks (``chunks``); ``read_part`` turns one chunk into a
-``Part``: one flat score row per valid annotation, error rows for refused ones, each episode's
-model scores (its stored evaluation, else its latest prediction), and, when files are being
-written, the chunk's lines of the per-annotation files. Parts are independent, so they are
-made in worker processes (``parallel``) and joined, in order, into a ``Collection``.
+``validate_chunk`` decodes a chunk of whole tasks (``chunks``, ``wire``) and turns it into a
+``Part``: one flat score row per valid annotation (identifiers, timing and the flat form of
+``sotopia_ls.scores``, read by ``sotopia_ls.labelstudio.results``), an error row per reason an
+annotation was refused, each episode's model scores (its stored evaluation, else its latest
+prediction) and the counts that account for every annotation (``Tally``). It is a pure
+function of the chunk and the ``Settings``, so chunks are validated in worker processes and
+their parts joined, in order, into a ``Collection``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import ValidationError
 
-from ..dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
-from ..episode import Evaluation, Judgement
-from .records import (
-    ErrorRow,
-    annotator_of,
-    predicted_ratings,
-    read_scores,
-    scores_of,
-)
+from ..dimensions import AGENTS, DIMENSION_KEYS
+from ..labelstudio.results import evaluation_of, predicted_ratings, read_results
+from ..scores import Evaluation
 from .chunks import Region
 from .tables import annotation_table
 from .wire import Annotation, Data, Task, decode_tasks
@@ -35,6 +31,29 @@ if TYPE_CHECKING:
 MODEL_SCORE_COLUMNS: tuple[str, ...] = ("episode_id", "agent", "dimension", "score", "evaluator")
 
 ModelRow = tuple[str, int, str, int, str]
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """One reason an annotation was refused; a line of ``errors.jsonl``."""
+
+    task_id: int | None
+    annotation_id: int | None
+    annotator: str
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def annotator_of(completed_by: Any, emails: Mapping[int, str]) -> str:
+    """The annotator's email: exports name the user by id, or by a dict carrying the email."""
+    if isinstance(completed_by, dict):
+        return str(completed_by.get("email") or completed_by.get("id") or "")
+    if completed_by is None:
+        return ""
+    return emails.get(int(completed_by), f"user-{completed_by}")
 
 
 @dataclass
@@ -68,35 +87,35 @@ class Tally:
 
 @dataclass(frozen=True)
 class Settings:
-    """What reading a chunk needs besides its bytes (handed to each worker once)."""
+    """What validating a chunk needs besides its bytes (handed to each worker once)."""
 
     origin: str
     emails: Mapping[int, str] = field(default_factory=dict)
     # task id → {"result", "model_version"}: model scores of tasks without a stored evaluation.
     predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
-    # Builds a chunk's share of the output files (bytes, by file name) from its score rows,
-    # their table and its episodes' task data; None when no files are written.
-    pieces: Callable[[list[dict[str, Any]], pa.Table, dict[str, Data]],  # type: ignore[valid-type]
-                     dict[str, bytes]] | None = None
+    # Known after a first reading, when an episode is in several tasks (``Collection``):
+    # those episodes, and each annotation whose annotator later annotated the same episode
+    # again in another task, with that later annotation's id.
+    several_tasks: frozenset[str] = frozenset()
+    superseded: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass
 class Part:
-    """What one chunk of tasks gives."""
+    """What one chunk of tasks gives; ``encode`` adds its share of the output files."""
 
     size: int = 0  # bytes read
     tally: Tally = field(default_factory=Tally)
+    # One flat score row per exported annotation, in input order, and the same as Arrow.
     rows: list[dict[str, Any]] = field(default_factory=list)
+    table: pa.Table | None = None
     errors: list[ErrorRow] = field(default_factory=list)
     # Per episode; when an episode spans chunks, the first chunk's are kept.
     model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
-    # Each episode's task data, for the chunk's file pieces (dropped once they are built).
+    # Each episode's task data, for the files that show the episode.
     data: dict[str, Data] = field(default_factory=dict)  # type: ignore[valid-type]
-    # The chunk's share of the output files written a chunk at a time: bytes by file name.
-    pieces: dict[str, bytes] = field(default_factory=dict)
-    # Episodes with a crowd (not ground-truth) annotation in this chunk.
-    crowd_episodes: set[str] = field(default_factory=set)
-    table: pa.Table | None = None
+    # (episode, task, annotator, annotation) of each exported annotation.
+    keys: list[tuple[str, int, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -107,21 +126,35 @@ class Collection:
     tables: list[pa.Table] = field(default_factory=list)
     errors: list[ErrorRow] = field(default_factory=list)
     model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
-    crowd_episodes: set[str] = field(default_factory=set)
-    # Whether an episode's crowd annotations are in more than one chunk: then the chunks'
-    # episodes.jsonl lines do not aggregate it whole.
-    episodes_split: bool = False
+    keys: list[tuple[str, int, str, int]] = field(default_factory=list)
 
     def add(self, part: Part) -> None:
         self.tally.add(part.tally)
-        if not self.crowd_episodes.isdisjoint(part.crowd_episodes):
-            self.episodes_split = True
-        self.crowd_episodes |= part.crowd_episodes
         if part.table is not None:
             self.tables.append(part.table)
         self.errors.extend(part.errors)
         for episode, rows in part.model_rows.items():
             self.model_rows.setdefault(episode, rows)
+        self.keys.extend(part.keys)
+
+    def several_tasks(self) -> dict[str, list[int]]:
+        """``episode → its task ids`` for every episode found in more than one task."""
+        tasks: dict[str, set[int]] = {}
+        for episode, task, _, _ in self.keys:
+            tasks.setdefault(episode, set()).add(task)
+        return {episode: sorted(ids) for episode, ids in tasks.items() if len(ids) > 1}
+
+    def superseded(self) -> dict[int, int]:
+        """``annotation → the same annotator's later annotation of the same episode`` in
+        another task: one annotator is one rating of an episode."""
+        latest: dict[tuple[str, str], int] = {}
+        superseded: dict[int, int] = {}
+        for episode, _, annotator, annotation in sorted(self.keys, key=lambda key: key[3]):
+            earlier = latest.get((episode, annotator))
+            if earlier is not None:
+                superseded[earlier] = annotation
+            latest[(episode, annotator)] = annotation
+        return superseded
 
     def table(self) -> pa.Table:
         """One row per exported annotation: identifiers, timing and the 28 oTree fields."""
@@ -142,8 +175,8 @@ class Collection:
                             columns=list(MODEL_SCORE_COLUMNS))
 
 
-def _stored_evaluation(data: Data, tally: Tally) -> Evaluation | None:  # type: ignore[valid-type]
-    stored = data.sotopia_evaluation
+def _stored_evaluation(task: Task, tally: Tally) -> Evaluation | None:
+    stored = task.meta.sotopia_evaluation
     if not stored:
         return None
     try:
@@ -154,27 +187,21 @@ def _stored_evaluation(data: Data, tally: Tally) -> Evaluation | None:  # type: 
 
 
 def _predicted_evaluation(prediction: Any) -> Evaluation | None:
-    """A prediction holding all 28 valid results, read like an annotation."""
+    """A prediction holding every valid result, read like an annotation."""
     if not isinstance(prediction, dict):
         return None
-    fields, problems = read_scores(prediction.get("result") or [])
-    if problems:
-        return None
-    agents = tuple(
-        {key: Judgement(score=fields[rating_name(key, agent)],
-                        reasoning=fields[reasoning_name(key, agent)]) for key in DIMENSION_KEYS}
-        for agent in AGENTS
-    )
-    return Evaluation(evaluator=str(prediction.get("model_version") or ""), agents=agents)
+    return evaluation_of(prediction.get("result") or [], str(prediction.get("model_version") or ""))
 
 
 def _model_rows(episode_id: str, evaluation: Evaluation | None) -> list[ModelRow]:
+    """One row per score the evaluation holds; its gaps have none."""
     if evaluation is None:
         return []
     return [
-        (episode_id, agent, key, judgements[key].score, evaluation.evaluator)
-        for agent, judgements in zip(AGENTS, evaluation.agents)
+        (episode_id, agent, key, pair[1], evaluation.evaluator)
+        for agent in AGENTS
         for key in DIMENSION_KEYS
+        if (pair := evaluation.pair(agent, key)) is not None
     ]
 
 
@@ -257,7 +284,7 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
         if annotation.was_cancelled:
             tally.cancelled += 1
             continue
-        fields, problems = scores_of(annotation.result)
+        fields, problems = read_results(annotation.result)
         if not episode_id:
             problems.insert(0, ("episode_id", "the task data has no episode_id"))
         if problems:
@@ -274,27 +301,39 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
         return
     if episode_id not in part.data:
         part.data[episode_id] = data
-        evaluation = _stored_evaluation(data, tally) or _predicted_evaluation(
+        evaluation = _stored_evaluation(task, tally) or _predicted_evaluation(
             _latest_prediction(task, settings)
         )
         part.model_rows[episode_id] = _model_rows(episode_id, evaluation)
-    kept = _keep_latest_per_annotator(task_rows, part)
+    kept = [row for row in _keep_latest_per_annotator(task_rows, part)
+            if not _superseded(row, settings, part)]
     tally.exported += len(kept)
     tally.ground_truth += sum(row["ground_truth"] for row in kept)
     part.rows.extend(kept)
+    part.keys.extend((episode_id, task.id, row["annotator_id"], row["annotation_id"])
+                     for row in kept)
 
 
-def read_part(chunk: bytes | Region, settings: Settings) -> Part:
-    """Decode and validate one chunk of tasks (given, or a region of a file to read); with
-    ``settings.pieces``, make its share of the output files."""
+def _superseded(row: dict[str, Any], settings: Settings, part: Part) -> bool:
+    later = settings.superseded.get(row["annotation_id"])
+    if later is None:
+        return False
+    part.tally.duplicates += 1
+    part.tally.rejected += 1
+    part.errors.append(ErrorRow(
+        row["task_id"], row["annotation_id"], row["annotator_id"], "",
+        f"duplicate: the same annotator also annotated episode {row['episode_id']} in another "
+        f"task (annotation {later}); only the latest is kept",
+    ))
+    return True
+
+
+def validate_chunk(chunk: bytes | Region, settings: Settings) -> Part:
+    """Decode and validate one chunk of tasks (given, or a region of a file to read)."""
     if isinstance(chunk, Region):
         chunk = chunk.read()
     part = Part(size=len(chunk))
     for task in decode_tasks(chunk, settings.origin):
         add_task(part, task, settings)
     part.table = annotation_table(part.rows)
-    part.crowd_episodes = {row["episode_id"] for row in part.rows if not row["ground_truth"]}
-    if settings.pieces is not None:
-        part.pieces = settings.pieces(part.rows, part.table, part.data)
-    part.rows, part.data = [], {}
     return part

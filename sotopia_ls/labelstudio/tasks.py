@@ -1,29 +1,28 @@
-"""Episode → Label Studio task data.
+"""Episode → a Label Studio task: ``data`` (what the annotator sees) and ``meta`` (what not).
 
 The keys of ``episode_to_task`` are the ``$variables`` of the labeling config, so the two are
-written against each other: ``sotopia_ls.config`` uses the names defined here.
-Everything is plain text; Label Studio's ``Text`` and ``Paragraphs`` render it as text, never
-as markup, so episode content cannot run in the annotator's browser.
+written against each other: ``sotopia_ls.config`` uses the names defined here. Everything is
+plain text; Label Studio's ``Text`` and ``Paragraphs`` render it as text, never as markup, so
+episode content cannot run in the annotator's browser.
+
+The episode's stored model evaluation goes into the task's ``meta``, never its ``data``: the
+Data Manager shows every data field as a column to every annotator, and a model's scores in
+view anchor human judgement. Exports and the pre-annotation backend read ``meta``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .episode import Agent, Episode, Turn
+from ..episode import PROFILE_FIELDS, Agent, Episode, Profile, Turn
 
 DIALOGUE = "dialogue"
 EPISODE_ID = "episode_id"
 EVALUATION = "sotopia_evaluation"
 AGENTS_KEY = "agents"
 
-PROFILE_LABELS = (
-    ("age", "Age"),
-    ("occupation", "Occupation"),
-    ("pronouns", "Pronouns"),
-    ("interests", "Interests"),
-    ("personality", "Personality and values"),
-)
+# What the background card shows, in this order; the secret has a box of its own.
+_SHOWN_PROFILE = tuple(name for name in PROFILE_FIELDS if name != "secret")
 
 _KIND_TEXT = {
     "non-verbal communication": "[non-verbal communication] {text}",
@@ -40,8 +39,11 @@ def agent_field(agent: int, part: str) -> str:
 
 def profile_text(agent: Agent) -> str:
     """The background an annotator reads, one labelled line per known field."""
-    lines = [f"{label}: {value}" for key, label in PROFILE_LABELS if (value := getattr(agent, key))]
-    return "\n".join(lines)
+    return "\n".join(
+        f"{Profile.model_fields[name].title}: {value}"
+        for name in _SHOWN_PROFILE
+        if (value := getattr(agent, name))
+    )
 
 
 def turn_text(turn: Turn) -> str:
@@ -66,7 +68,7 @@ def dialogue(episode: Episode) -> list[dict[str, Any]]:
 
 
 def episode_to_task(episode: Episode) -> dict[str, Any]:
-    """The task ``data`` for one episode (without the prediction)."""
+    """The task ``data`` for one episode: what the labeling config shows, and its sources."""
     data: dict[str, Any] = {
         EPISODE_ID: episode.id,
         "scenario": episode.scenario,
@@ -83,6 +85,11 @@ def episode_to_task(episode: Episode) -> dict[str, Any]:
         data[agent_field(number, "profile")] = profile_text(agent)
         data[agent_field(number, "secret")] = agent.secret or "(none stated)"
         data[agent_field(number, "goal")] = agent.goal
-    if episode.evaluation is not None:
-        data[EVALUATION] = episode.evaluation.model_dump(mode="json")
     return data
+
+
+def episode_meta(episode: Episode) -> dict[str, Any]:
+    """The task ``meta`` for one episode: its stored model evaluation, if it has one."""
+    if episode.evaluation is None:
+        return {}
+    return {EVALUATION: episode.evaluation.model_dump(mode="json")}

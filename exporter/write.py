@@ -1,0 +1,94 @@
+"""Write: one writer per output file, in a staging folder, fed the encoded parts in order.
+
+    annotations.jsonl     Sotopia AnnotationForEpisode, one per annotation
+    evaluations.jsonl     per annotation, both agents' (reasoning, score) pairs
+    episodes.jsonl        per episode, annotators aggregated as Sotopia does
+    scores_long.csv/.parquet
+    scores_wide.csv       the oTree *_final.csv layout
+    model_scores.csv      the episodes' stored model evaluation, for the report
+    errors.jsonl          every refused annotation: task, annotation, annotator, field, reason
+    summary.json          the counts that account for every annotation
+
+The first five grow a chunk at a time (``Outputs.add``); the rest are written once every
+chunk is in (``Outputs.finish``).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+import orjson
+import pandas as pd
+
+from .encode import CHUNK_FILES, Encoded, csv_header, csv_rows, jsonl
+from .shapes import episode_records
+from .tables import LONG_COLUMNS, WIDE_COLUMNS, annotation_table, long_table, with_pandas_types
+from .validate import Collection
+
+OUTPUT_FILES: tuple[str, ...] = (
+    "annotations.jsonl",
+    "evaluations.jsonl",
+    "episodes.jsonl",
+    "scores_long.csv",
+    "scores_long.parquet",
+    "scores_wide.csv",
+    "model_scores.csv",
+    "errors.jsonl",
+    "summary.json",
+)
+_HEADERS = {"scores_long.csv": csv_header(LONG_COLUMNS),
+            "scores_wide.csv": csv_header(WIDE_COLUMNS)}
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """``df`` as CSV (quoted only where needed), through Arrow."""
+    import pyarrow as pa
+
+    path.write_bytes(csv_header(df.columns) + csv_rows(pa.Table.from_pandas(df, preserve_index=False)))
+
+
+class Outputs:
+    """The output files of one export, open in ``folder`` until ``close``."""
+
+    def __init__(self, folder: Path) -> None:
+        import pyarrow.parquet as pq
+
+        self.folder = folder
+        self._held: list[tuple[dict, dict]] = []
+        self._stack = ExitStack()
+        self._files: dict[str, IO[bytes]] = {}
+        for name in CHUNK_FILES:
+            self._files[name] = self._stack.enter_context((folder / name).open("wb"))
+            self._files[name].write(_HEADERS.get(name, b""))
+        self._schema = with_pandas_types(long_table(annotation_table([]))).schema
+        self._parquet = self._stack.enter_context(
+            pq.ParquetWriter(folder / "scores_long.parquet", self._schema)
+        )
+
+    def add(self, encoded: Encoded) -> None:
+        """Append one chunk's pieces, in input order."""
+        for name, piece in encoded.pieces.items():
+            self._files[name].write(piece)
+        self._parquet.write_table(encoded.long.replace_schema_metadata(self._schema.metadata))
+        self._held.extend(encoded.held)
+
+    def finish(self, collection: Collection, model_scores: pd.DataFrame) -> None:
+        """The files made from all annotations at once; then every file is closed."""
+        if self._held:
+            rows, records = zip(*self._held)
+            self._files["episodes.jsonl"].write(jsonl(episode_records(rows, records)))
+        self._stack.close()
+        write_csv(model_scores, self.folder / "model_scores.csv")
+        with (self.folder / "errors.jsonl").open("wb") as errors:
+            for error in collection.errors:
+                errors.write(orjson.dumps(error.to_dict(), option=orjson.OPT_APPEND_NEWLINE))
+        tally = collection.tally
+        summary = asdict(tally) | {"balanced": tally.balanced}
+        (self.folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+    def close(self) -> None:
+        self._stack.close()

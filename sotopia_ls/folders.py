@@ -1,0 +1,90 @@
+"""Output folders replaced as one unit, or left exactly as they were.
+
+``replaced_folder(target)`` hands out a staging folder beside ``target``; when the block ends
+without an error the staging folder takes ``target``'s place by two renames, else it is
+removed. Leftovers of a run that was killed (a staging folder, or the previous folder set
+aside between the two renames) are cleaned up, or put back, by the next run. A folder holding
+files the command did not write is never replaced: nothing of a researcher's is deleted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import SotopiaLSError
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One replacing run at a time in ``folder`` (an advisory lock on the folder itself)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SotopiaLSError(
+                f"another sotopia-ls run is writing into {folder}; wait for it to finish"
+            ) from None
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _leftovers(target: Path, kind: str) -> list[Path]:
+    return sorted(target.parent.glob(f".{target.name}.{kind}-*"))
+
+
+def _clean_leftovers(target: Path) -> None:
+    for staging in _leftovers(target, "staging"):
+        shutil.rmtree(staging, ignore_errors=True)
+    for previous in _leftovers(target, "replaced"):
+        if not target.exists() and (previous / "folder").is_dir():
+            (previous / "folder").rename(target)  # the run died between its two renames
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+def _check_replaceable(target: Path, owns: Callable[[str], bool]) -> None:
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise SotopiaLSError(f"{target} is a file, not a folder")
+    foreign = sorted(entry.name for entry in target.iterdir() if not owns(entry.name))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
+        raise SotopiaLSError(
+            f"{target} holds files this command does not write ({shown}); give an empty or "
+            "new folder, or the folder of an earlier run"
+        )
+
+
+@contextmanager
+def replaced_folder(target: Path, owns: Callable[[str], bool]) -> Iterator[Path]:
+    """A staging folder that replaces ``target`` as one unit when the block succeeds.
+
+    ``owns(name)`` tells the entries of an existing ``target`` that an earlier run of the same
+    command wrote; any other entry stops the run before anything is written.
+    """
+    target = target.absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent):
+        _clean_leftovers(target)
+        _check_replaceable(target, owns)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+        try:
+            yield staging
+            if target.exists():
+                previous = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-",
+                                                 dir=target.parent))
+                target.rename(previous / "folder")
+                staging.rename(target)
+                shutil.rmtree(previous)
+            else:
+                staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,289 @@
+"""Every call of the package to a Label Studio server, through label-studio-sdk.
+
+label-studio-sdk and HTTP errors are mapped to ``LabelStudioError`` (with the project id when
+known) in ``sdk_errors``, so callers above this module catch one exception tree. The API key is
+passed to the SDK and nowhere else: it is never part of a message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from label_studio_sdk import LabelStudio
+from label_studio_sdk.core.api_error import ApiError
+
+from ..config import check_labeling_config, instructions_html, labeling_config
+from ..errors import ImportOutcomeUnknown, LabelStudioError, ProjectNotFound
+from .tasks import EPISODE_ID
+
+# Enough tasks per page that listing a 10,000-task project takes a handful of requests.
+_PAGE_SIZE = 1000
+
+
+@contextmanager
+def sdk_errors(action: str, *, project: int | None = None) -> Iterator[None]:
+    """Turn SDK/HTTP failures of ``action`` into ``LabelStudioError``."""
+    try:
+        yield
+    except ApiError as exc:
+        raise LabelStudioError(
+            f"{action} failed: HTTP {exc.status_code}: {_detail(exc.body)}"
+            + (" (check the API key)" if exc.status_code == 401 else ""),
+            project=project,
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise LabelStudioError(f"{action} failed: {exc}", project=project) from exc
+
+
+def _detail(body: object) -> str:
+    """Label Studio's reason, including the per-field ``validation_errors`` it sends."""
+    if not isinstance(body, dict):
+        return str(body)
+    detail = str(body.get("detail", body))
+    errors = body.get("validation_errors")
+    return f"{detail}: {errors}" if errors else detail
+
+
+def connect(url: str | None, api_key: str | None) -> LabelStudio:
+    """A client for ``url``; both values are required and checked with one cheap call."""
+    if not url:
+        raise LabelStudioError("no Label Studio URL: pass --url or set LABEL_STUDIO_URL")
+    if not api_key:
+        raise LabelStudioError(
+            "no Label Studio API key: pass --api-key or set LABEL_STUDIO_API_KEY"
+        )
+    client = LabelStudio(base_url=url.rstrip("/"), api_key=api_key)
+    with sdk_errors(f"connecting to {url}"):
+        client.users.whoami()
+    return client
+
+
+def find_project(client: LabelStudio, ref: str | int) -> Any:
+    """The project whose id (digits) or exact title is ``ref``."""
+    ref = str(ref)
+    if ref.isdigit():
+        with sdk_errors("looking up the project", project=int(ref)):
+            try:
+                return client.projects.get(id=int(ref))
+            except ApiError as exc:
+                if exc.status_code == 404:
+                    raise ProjectNotFound(f"no project with id {ref}") from exc
+                raise
+    with sdk_errors(f"looking up project {ref!r}"):
+        matches = [p for p in client.projects.list(title=ref) if p.title == ref]
+    if not matches:
+        raise ProjectNotFound(f"no project titled {ref!r}")
+    if len(matches) > 1:
+        ids = ", ".join(str(p.id) for p in matches)
+        raise LabelStudioError(f"several projects are titled {ref!r} (ids {ids}); pass an id")
+    return matches[0]
+
+
+def create_project(client: LabelStudio, title: str, *, annotations_per_task: int = 2) -> Any:
+    """A new project with the generated labeling config and the rating instructions."""
+    if len(title) < 3:
+        raise LabelStudioError(f"project title {title!r} is too short (3 characters at least)")
+    config = check_labeling_config(labeling_config())
+    with sdk_errors(f"creating project {title!r}"):
+        return client.projects.create(
+            title=title,
+            label_config=config,
+            expert_instruction=instructions_html(),
+            show_instruction=True,
+            maximum_annotations=annotations_per_task,
+            # Pre-filled answers anchor annotators; predictions are hidden unless asked for.
+            show_collab_predictions=False,
+        )
+
+
+@dataclass(frozen=True)
+class TaskCopy:
+    """One task of an episode, as listed; ``worked_on`` when anyone annotated it (submitted,
+    skipped or a draft): such a task is never deleted."""
+
+    id: int
+    worked_on: bool
+
+
+def episode_tasks(client: LabelStudio, project_id: int) -> dict[str, list[TaskCopy]]:
+    """``episode_id → its tasks`` (lowest id first) for every task of the project."""
+    found: dict[str, list[TaskCopy]] = {}
+    with sdk_errors("listing tasks", project=project_id):
+        # include= trims each task to what is read here: about 6x faster than full tasks.
+        tasks = client.tasks.list(
+            project=project_id, page_size=_PAGE_SIZE,
+            include="id,data,total_annotations,cancelled_annotations,draft_exists",
+        )
+        for task in tasks:
+            episode_id = (task.data or {}).get(EPISODE_ID)
+            if episode_id is not None:
+                worked_on = bool(task.total_annotations or task.cancelled_annotations
+                                 or task.draft_exists)
+                found.setdefault(str(episode_id), []).append(TaskCopy(task.id, worked_on))
+    for copies in found.values():
+        copies.sort(key=lambda copy: copy.id)
+    return found
+
+
+def task_count(client: LabelStudio, project_id: int) -> int:
+    """How many tasks the project holds, from one cheap request."""
+    with sdk_errors("counting tasks", project=project_id):
+        return int(client.projects.get(id=project_id).task_number or 0)
+
+
+def delete_tasks(client: LabelStudio, project_id: int, task_ids: list[int]) -> None:
+    """Delete tasks in one request (Label Studio's own "Delete tasks" action)."""
+    with sdk_errors(f"deleting {len(task_ids)} tasks", project=project_id):
+        client.actions.create(
+            id="delete_tasks", project=project_id,
+            selected_items={"all": False, "included": task_ids},
+        )
+
+
+# Answers after which Label Studio may have saved the request anyway: the gateway timed out,
+# the connection broke. A 4xx other than these is a refusal of the whole batch.
+_UNKNOWN_OUTCOME = {408, 502, 503, 504}
+
+
+def import_batch(client: LabelStudio, project_id: int, tasks: list[dict[str, Any]]) -> list[int]:
+    """Create ``tasks`` (with any predictions) in one bulk request; returns the new task ids.
+
+    The request is ``projects.import_tasks``'s, sent on the SDK's own HTTP client (its base
+    URL, API key and timeout), with the body encoded once by orjson: the SDK's method first
+    walks every value of every task twice in Python, which costs 30 times the encoding and a
+    third of an import's wall time. The client's private ``_client_wrapper`` is the one SDK
+    internal the package depends on (the SDK's own extensions reach it the same way); the
+    import tests fail at once if it moves.
+
+    The SDK's automatic retries are off for this request: a retry of a bulk import that the
+    server saved, but whose answer was lost, saves it twice. A failure whose outcome is
+    unknown raises ``ImportOutcomeUnknown``; the caller finds out what was saved.
+    """
+    with sdk_errors(f"importing {len(tasks)} tasks", project=project_id):
+        try:
+            response = client.projects._client_wrapper.httpx_client.request(
+                f"api/projects/{project_id}/import",
+                method="POST",
+                params={"return_task_ids": True},
+                content=orjson.dumps(tasks),
+                headers={"content-type": "application/json"},
+                request_options={"max_retries": 0},
+            )
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise ImportOutcomeUnknown(f"importing {len(tasks)} tasks: {type(exc).__name__}",
+                                       project=project_id) from exc
+        body = _json_or_text(response)
+        if response.status_code in _UNKNOWN_OUTCOME or response.status_code >= 500:
+            raise ImportOutcomeUnknown(
+                f"importing {len(tasks)} tasks: HTTP {response.status_code}", project=project_id
+            )
+        if not response.is_success:
+            raise ApiError(status_code=response.status_code, headers=dict(response.headers),
+                           body=body)
+    return list(body.get("task_ids") or []) if isinstance(body, dict) else []
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def set_prefill(
+    client: LabelStudio, project_id: int, prefill: bool, version: str | None = None
+) -> str | None:
+    """Show annotators predictions pre-filled from ``version``, or show none.
+
+    Label Studio stores with each submitted annotation the prediction of the project's
+    ``model_version``; turning pre-fill off also clears that version, so an annotation carries
+    a prediction only when one was shown to its annotator.
+
+    With ``prefill`` and no ``version``, the project's predictions must all carry one model
+    version, which is then used. Returns the version shown, or None.
+    """
+    with sdk_errors("changing the prediction settings", project=project_id):
+        if not prefill:
+            client.projects.update(id=project_id, show_collab_predictions=False)
+            return None
+        if version is None:
+            versions = Counter(p.model_version for p in client.predictions.list(project=project_id))
+            if len(versions) != 1:
+                found = ", ".join(f"{v} ({n})" for v, n in versions.most_common()) or "none"
+                raise LabelStudioError(
+                    f"pick the predictions to pre-fill with --prefill-version; model versions: {found}",
+                    project=project_id,
+                )
+            (version,) = versions
+        client.projects.update(id=project_id, show_collab_predictions=True, model_version=version)
+    return version
+
+
+def annotator_emails(client: LabelStudio) -> dict[int, str]:
+    """``user id → email`` for every user on the server (an annotation names its user by id)."""
+    with sdk_errors("listing users"):
+        return {user.id: user.email or user.username for user in client.users.list()}
+
+
+def project_predictions(client: LabelStudio, project_id: int) -> dict[int, dict[str, Any]]:
+    """The latest prediction of each task (``result`` and ``model_version``), by task id.
+
+    A JSON export lists predictions by id only; this fetches their contents, for comparing
+    human scores with a backend's predictions when tasks carry no stored evaluation.
+    """
+    latest: dict[int, dict[str, Any]] = {}
+    with sdk_errors("listing predictions", project=project_id):
+        for prediction in sorted(client.predictions.list(project=project_id), key=lambda p: p.id):
+            latest[prediction.task] = {
+                "result": prediction.result, "model_version": prediction.model_version or ""
+            }
+    return latest
+
+
+# Label Studio's state of a backend it can use.
+_CONNECTED = "CO"
+
+
+def register_backend(
+    client: Any, project_id: int, backend_url: str, *, title: str = "sotopia-ls",
+    auth: tuple[str, str] | None = None,
+) -> Any:
+    """Add the backend to the project, or update the one already at ``backend_url``.
+
+    Label Studio checks /health and /setup on the spot; a backend it cannot use raises
+    ``LabelStudioError`` with Label Studio's reason.
+    """
+    settings: dict[str, Any] = {"url": backend_url, "title": title, "is_interactive": False}
+    settings |= (
+        {"auth_method": "BASIC_AUTH", "basic_auth_user": auth[0], "basic_auth_pass": auth[1]}
+        if auth else {"auth_method": "NONE"}
+    )
+    with sdk_errors("registering the ML backend", project=project_id):
+        same_url = [
+            backend for backend in client.ml.list(project=project_id)
+            if (backend.url or "").rstrip("/") == backend_url.rstrip("/")
+        ]
+        if same_url:
+            # Label Studio re-checks /setup on update and needs the project for it.
+            backend = client.ml.update(id=same_url[0].id, project=project_id, **settings)
+        else:
+            backend = client.ml.create(project=project_id, **settings)
+        backend = client.ml.get(id=backend.id)
+    if backend.state != _CONNECTED:
+        reason = backend.error_message or "it did not answer /health"
+        raise LabelStudioError(f"Label Studio cannot use the backend at {backend_url}: {reason}", project=project_id)
+    return backend
+
+
+def request_predictions(client: Any, project_id: int) -> None:
+    """Have Label Studio ask its backend for predictions for every task of the project."""
+    with sdk_errors("requesting predictions", project=project_id):
+        client.actions.create(
+            id="retrieve_tasks_predictions", project=project_id, selected_items={"all": True, "excluded": []}
+        )
