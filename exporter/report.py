@@ -3,7 +3,7 @@
 Sections: the annotation count reconciliation; agreement per dimension (interval α, ICC(1,1)
 and ICC(1,k) with bootstrap intervals, pair shares, κ, spread, near-constant flags); the same
 per model pair and per agent position; Sotopia-π's figures for comparison with that paper;
-human vs model; qualification against
+human vs model, and the model against the spread between humans; qualification against
 reference ratings; per-annotator figures; then for every dimension the score distribution by
 annotator. Each measure is defined in the module that computes it (``agreement``,
 ``sotopia_pi``, ``comparison``) and summed up in the report's notes. Plots are PNGs inlined as
@@ -34,6 +34,7 @@ from .comparison import (  # noqa: E402
     OVERALL,
     annotator_table,
     human_vs_model,
+    model_vs_human_noise,
     paired_scores,
     qualification,
 )
@@ -50,6 +51,7 @@ class Report:
     agreement: pd.DataFrame
     agreement_breakdown: pd.DataFrame
     human_vs_model: pd.DataFrame
+    model_vs_human_noise: pd.DataFrame
     paired: pd.DataFrame
     annotators: pd.DataFrame
     qualification: pd.DataFrame | None
@@ -59,6 +61,7 @@ class Report:
             "agreement": self.agreement,
             "agreement_breakdown": self.agreement_breakdown,
             "human_vs_model": self.human_vs_model,
+            "model_vs_human_noise": self.model_vs_human_noise,
             "annotators": self.annotators,
         }
         if self.qualification is not None:
@@ -100,7 +103,8 @@ def build_report(
         bootstrap=resampling,
         agreement=agreement_table(crowd, resampling),
         agreement_breakdown=agreement_breakdown(crowd, resampling),
-        human_vs_model=human_vs_model(crowd, model_scores),
+        human_vs_model=human_vs_model(crowd, model_scores, resampling),
+        model_vs_human_noise=model_vs_human_noise(crowd, model_scores, resampling),
         paired=paired_scores(crowd, model_scores),
         annotators=annotator_table(crowd),
         qualification=qualification(crowd, truth) if truth is not None and len(truth) else None,
@@ -254,8 +258,17 @@ SOTOPIA_PI_NOTE = (
 )
 HUMAN_VS_MODEL_NOTE = (
     "Annotator-averaged human scores against the stored model evaluation, both agents pooled: "
-    "Pearson and Spearman with p-values, MSE, bias = mean(human − model). The "
+    "Pearson and Spearman with p-values and intervals, MSE, bias = mean(human − model). The "
     "human mean is itself only as reliable as icc1k above."
+)
+NOISE_NOTE = (
+    "Is the model as close to the humans as one more human would be? On each unit with two "
+    "annotators or more, each annotator in turn is held out and the mean of the unit's other "
+    "annotators is the target. human_human_*: the held-out annotator against the target; "
+    "model_human_*: the model against the same target. r: Pearson over unit × held-out "
+    "annotator rows; mad: mean absolute distance; *_difference: model − human. verdict, from "
+    "the interval of mad_difference: closer than a human (wholly below 0), as close as a "
+    "human (contains 0), farther than a human (wholly above 0)."
 )
 BREAKDOWN_SHOWN = ["group", "dimension", "units", "ratings", "alpha", "icc1", "icc1k",
                    "pairs_exact", "pairs_within_2", "randolph_kappa_rubric_binary"]
@@ -310,9 +323,17 @@ def _model_sections(report: Report) -> list[str]:
     if report.paired.empty:
         return [_section("Human vs model", _note(
             "No episode in this export has a stored model evaluation to compare with."))]
+    comparison = report.human_vs_model
+    noise = report.model_vs_human_noise
     return [
-        _section("Human vs model", _note(HUMAN_VS_MODEL_NOTE),
-                 _table(report.human_vs_model), scatter_plot(report.paired)),
+        _section("Human vs model", _note(HUMAN_VS_MODEL_NOTE), _bootstrap_note(report),
+                 _table(_shown(comparison, ["dimension", "n", "pearson", "pearson_p",
+                                            "spearman", "spearman_p", "mse", "bias"])),
+                 scatter_plot(report.paired)),
+        _section("Model against the spread between humans", _note(NOISE_NOTE),
+                 _table(_shown(noise, ["dimension", "units", "rows", "human_human_r",
+                                       "model_human_r", "r_difference", "human_human_mad",
+                                       "model_human_mad", "mad_difference", "verdict"]))),
     ]
 
 

@@ -213,7 +213,13 @@ def test_human_vs_model_pools_both_agents_like_sotopias_benchmark(long):
     assert result.loc["goal", "mse"] == pytest.approx(((goal.h - goal.m) ** 2).mean())
     assert result.loc["goal", "bias"] == pytest.approx((goal.h - goal.m).mean())
     assert np.isnan(result.loc["secret", "pearson"])  # constant: no correlation to speak of
+    assert np.isnan(result.loc["secret", "pearson_ci_low"])
     assert result.loc["overall", "n"] == 84
+    for name in ("pearson", "spearman"):
+        defined = result.dropna(subset=[name])
+        assert (defined[f"{name}_ci_low"] <= defined[name]).all()
+        assert (defined[name] <= defined[f"{name}_ci_high"]).all()
+    assert (result["bootstrap_resamples"] == 1000).all()
 
 
 def test_qualification_passes_within_two_points_and_fails_at_three():

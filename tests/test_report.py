@@ -58,11 +58,11 @@ def test_one_file_holds_every_section_table_and_plot(page):
         assert f"<h2>{dimension.label} ({dimension.range_text})</h2>" in html
     for section in ("Agreement per dimension", "Agreement by model pair",
                     "Agreement by agent position", "Comparable with Sotopia-π", "Human vs model",
-                    "Qualification", "Annotators"):
+                    "Model against the spread between humans", "Qualification", "Annotators"):
         assert f"<h2>{section}</h2>" in html
     assert {p.name for p in page.parent.iterdir()} == {
         "report.html", "agreement.csv", "agreement_breakdown.csv", "human_vs_model.csv",
-        "annotators.csv",
+        "model_vs_human_noise.csv", "annotators.csv",
     }
 
 
@@ -74,7 +74,7 @@ def test_agreement_figures_carry_their_bootstrap_interval_and_how_it_was_drawn(r
     assert ("95% percentile bootstrap intervals from 1000 resamples of the 42 episodes (both "
             "agents of an episode move together), seed 0") in html
     assert "ICC(1,k) = " in html and "icc1k [95% CI]" in html
-    for table in ("agreement", "agreement_breakdown"):
+    for table in ("agreement", "agreement_breakdown", "human_vs_model", "model_vs_human_noise"):
         saved = pd.read_csv(page.parent / f"{table}.csv")
         assert (saved["bootstrap_resamples"] == 1000).all() and (saved["bootstrap_seed"] == 0).all()
 
@@ -102,6 +102,13 @@ def test_the_sotopia_pi_columns_say_which_divisor_they_used(page):
     assert "commit 5756713" in html
     assert rows_of(html, "financial_and_material_benefits|84|170|5|3.000")
     assert "Sotopia's" not in html  # no measure is named for Sotopia unless it is theirs
+
+
+def test_the_model_is_placed_against_the_spread_between_humans(report, page):
+    noise = report.model_vs_human_noise.set_index("dimension")
+    # The "model" is one of the two annotators, so it is closer to the others than a human.
+    assert noise.loc["goal", "verdict"] == "closer than a human"
+    assert rows_of(page.read_text(), "goal|84|170|")[-1].endswith("|closer than a human")
 
 
 def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(study, report):
