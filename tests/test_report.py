@@ -10,9 +10,11 @@ import pytest
 
 from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.exporter import Tally
+from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.exporter.report import build_report
 
 from test_agreement import read_study
+from test_export_cli import export_file, invoke  # noqa: F401  (the fixture, reused)
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +125,16 @@ def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(st
     without = build_report(study, model, Tally(), bootstrap=0).agreement
     assert without["alpha_ci_low"].isna().all()
     assert without["alpha"].equals(report.agreement["alpha"])
+
+
+def test_the_command_records_its_resamples_and_seed(export_file, tmp_path):  # noqa: F811
+    result = invoke(report_command, "--from-file", str(export_file), "-o", str(tmp_path),
+                    "--bootstrap", "50", "--seed", "3")
+    assert result.exit_code == 0, result.output
+    agreement = pd.read_csv(tmp_path / "agreement.csv")
+    assert (agreement["bootstrap_resamples"] == 50).all()
+    assert (agreement["bootstrap_seed"] == 3).all()
+    assert "from 50 resamples of the 3 episodes" in (tmp_path / "report.html").read_text()
 
 
 def test_annotator_names_are_shown_as_text_never_as_markup(study, tmp_path):
