@@ -216,6 +216,7 @@ body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#22
 h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ccc}
 .table{border-collapse:collapse;font-size:.85rem}
 .table td,.table th{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:right}
+.table td{white-space:nowrap}
 .table th{background:#f4f4f4}.note{color:#555;font-size:.9rem}
 .flag{color:#a33;font-weight:600}img{max-width:100%}.scroll{overflow-x:auto}
 """
@@ -310,7 +311,8 @@ def _agreement_sections(report: Report) -> list[str]:
         sections.append(_section(title, _note(BREAKDOWN_NOTE.format(what=what)),
                                  _table(_shown(rows, BREAKDOWN_SHOWN))))
     pi = agreement.assign(
-        rubric_max_abs=[RUBRIC[key].max_abs for key in agreement["dimension"]]
+        rubric_max_abs=[RUBRIC[key].max_abs for key in agreement["dimension"]],
+        pi_divisor=agreement["pi_divisor"].map(lambda v: "–" if pd.isna(v) else f"{v:g}"),
     )
     sections.append(_section(
         "Comparable with Sotopia-π", _note(SOTOPIA_PI_NOTE),

@@ -102,7 +102,7 @@ def test_the_breakdown_shows_believability_agreement_per_model_pair(report, page
 def test_the_sotopia_pi_columns_say_which_divisor_they_used(page):
     html = page.read_text()
     assert "commit 5756713" in html
-    assert rows_of(html, "financial_and_material_benefits|84|170|5|3.000")
+    assert rows_of(html, "financial_and_material_benefits|84|170|5|3|")
     assert "Sotopia's" not in html  # no measure is named for Sotopia unless it is theirs
 
 
