@@ -109,7 +109,8 @@ def _intervals(
     point = alpha_and_icc(sums.sum(axis=0))
     replicates = bootstrap.replicates(
         len(episodes),
-        lambda weights: alpha_and_icc(np.einsum("be,eds->bds", weights, sums))[..., :3],
+        # One matrix product per chunk of resamples: (resamples × episodes) @ (episodes × …).
+        lambda weights: alpha_and_icc(np.tensordot(weights, sums, axes=1))[..., :3],
     )
     return point, bootstrap.interval(replicates, (len(RUBRIC.keys), 3))
 

@@ -4,7 +4,9 @@ Both agents of an episode are rated from the same conversation, usually by the s
 so the two units of an episode are not independent: a resample draws *episodes* with
 replacement and every unit of a drawn episode comes along. A resample is held as weights (how
 often each episode was drawn), so a statistic written as a weighted sum over episodes is
-evaluated for a thousand resamples in a few matrix products instead of a thousand data frames.
+evaluated for a thousand resamples in a few matrix products instead of a thousand data frames:
+``Draw.totals`` sums per-row columns within each episode, then weighs the episodes of every
+resample in one product.
 Each weighted statistic here equals the plain statistic on the resampled data with every drawn
 copy of an episode as a distinct episode (the tests check this against the libraries).
 
@@ -72,38 +74,73 @@ class Bootstrap:
         return np.moveaxis(bounds, 0, -1)
 
 
-def weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Pearson's r of ``x`` and ``y`` (per row, or shared), each row of ``weights`` a resample.
+@dataclass(frozen=True)
+class Draw:
+    """Resamples of the episodes seen from a table's rows, each row belonging to an episode.
 
-    Returns NaN where either side is constant in a resample.
+    ``weights`` is resamples × episodes (draw counts; a single row of ones is the data as it
+    is), ``episode`` each row's column in it.
     """
+
+    weights: np.ndarray
+    episode: np.ndarray
+
+    def totals(self, columns: np.ndarray) -> np.ndarray:
+        """Weighted column sums per resample (rows × k → resamples × k), summed per episode
+        first: one matrix product whatever the number of rows."""
+        per_episode = np.stack([
+            np.bincount(self.episode, weights=column, minlength=self.weights.shape[1])
+            for column in columns.T
+        ], axis=1)
+        return self.weights @ per_episode
+
+
+def moments(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Rows × 6: the terms whose sums give Pearson's r (``pearson_from_moments``)."""
+    return np.column_stack([np.ones_like(x), x, y, x * y, x * x, y * y])
+
+
+def pearson_from_moments(totals: np.ndarray) -> np.ndarray:
+    """Pearson's r from summed ``moments`` (last axis); NaN where either side is constant."""
+    n, sx, sy, sxy, sxx, syy = np.moveaxis(totals, -1, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        total = weights.sum(axis=-1, keepdims=True)
-        dx = x - (weights * x).sum(axis=-1, keepdims=True) / total
-        dy = y - (weights * y).sum(axis=-1, keepdims=True) / total
-        sxy = (weights * dx * dy).sum(axis=-1)
-        sxx = (weights * dx * dx).sum(axis=-1)
-        syy = (weights * dy * dy).sum(axis=-1)
-        # Rounding leaves a constant side with a variance of ~1e-30, not 0.
-        tiny = 1e-12 * total[..., 0]
-        return np.where((sxx > tiny) & (syy > tiny), sxy / np.sqrt(sxx * syy), np.nan)
+        vx, vy = sxx - sx * sx / n, syy - sy * sy / n
+        # Rounding leaves a constant side a variance of ~1e-16 of its sum of squares, not 0.
+        constant = (vx <= 1e-10 * sxx) | (vy <= 1e-10 * syy)
+        return np.where(constant, np.nan, (sxy - sx * sy / n) / np.sqrt(vx * vy))
 
 
-def weighted_midranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Each value's average rank (ties share the mean rank) in every resample.
+def _value_weights(draw: Draw, codes: np.ndarray, size: int) -> np.ndarray:
+    """Resamples × ``size``: the summed draw counts of the rows with each code."""
+    per_episode = sparse.csr_matrix(
+        (np.ones(codes.size), (draw.episode, codes)), shape=(draw.weights.shape[1], size)
+    )  # episodes × codes; a repeated (episode, code) is summed
+    return np.asarray((per_episode.T @ draw.weights.T).T)
 
-    A value drawn ``w`` times counts ``w`` times, as ``scipy.stats.rankdata`` would count the
-    copies on the resampled data. Ranks depend only on the distinct values, so they are
-    computed per distinct value (few: scores are integers or means of a few integers).
+
+def _midranks(counts: np.ndarray) -> np.ndarray:
+    """Average rank of each distinct value (columns, in order) given how often it occurs."""
+    return np.cumsum(counts, axis=-1) - counts + (counts + 1) / 2
+
+
+def weighted_spearman(x: np.ndarray, y: np.ndarray, draw: Draw) -> np.ndarray:
+    """Spearman's ρ per resample: Pearson's r of the midranks, ties sharing their mean rank.
+
+    A row drawn ``w`` times counts ``w`` times, as ``scipy.stats.spearmanr`` counts the copies
+    on the resampled data. Ranks depend only on the distinct values, so the sums run over
+    distinct values and distinct (x, y) pairs (few: scores are integers or means of a few),
+    never over rows.
     """
-    distinct, code = np.unique(values, return_inverse=True)
-    one_hot = sparse.csr_matrix((np.ones(code.size), (np.arange(code.size), code)),
-                                shape=(code.size, distinct.size))
-    per_value = np.asarray(one_hot.T @ weights.T).T  # resamples × distinct values
-    below = np.cumsum(per_value, axis=1) - per_value
-    return (below + (per_value + 1) / 2)[:, code]
-
-
-def weighted_spearman(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Spearman's ρ per resample: Pearson's r of the weighted midranks."""
-    return weighted_pearson(weighted_midranks(x, weights), weighted_midranks(y, weights), weights)
+    xs, x_code = np.unique(x, return_inverse=True)
+    ys, y_code = np.unique(y, return_inverse=True)
+    pairs, pair_code = np.unique(x_code * ys.size + y_code, return_inverse=True)
+    count_x, count_y = _value_weights(draw, x_code, xs.size), _value_weights(draw, y_code, ys.size)
+    count_xy = _value_weights(draw, pair_code, pairs.size)
+    rank_x, rank_y = _midranks(count_x), _midranks(count_y)
+    joint = rank_x[:, pairs // ys.size] * rank_y[:, pairs % ys.size]
+    totals = np.stack([
+        count_x.sum(axis=1), (count_x * rank_x).sum(axis=1), (count_y * rank_y).sum(axis=1),
+        (count_xy * joint).sum(axis=1), (count_x * rank_x**2).sum(axis=1),
+        (count_y * rank_y**2).sum(axis=1),
+    ], axis=-1)
+    return pearson_from_moments(totals)

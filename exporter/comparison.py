@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from ..dimensions import DIMENSION_KEYS
-from .bootstrap import Bootstrap, weighted_pearson, weighted_spearman
+from .bootstrap import Bootstrap, Draw, moments, pearson_from_moments, weighted_spearman
 from .reliability import UNIT
 
 OVERALL = "overall"
@@ -59,21 +59,22 @@ def with_overall(scores: pd.DataFrame, keys: list[str] = UNIT) -> pd.DataFrame:
 
 def _per_panel(
     rows: pd.DataFrame,
-    statistics: Callable[[pd.DataFrame, np.ndarray], np.ndarray],
+    statistics: Callable[[pd.DataFrame, Draw], np.ndarray],
     bootstrap: Bootstrap,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """``statistics(panel_rows, weights)`` per dimension and overall: estimates and intervals.
+    """``statistics(panel_rows, draw)`` per dimension and overall: estimates and intervals.
 
-    ``weights`` has one row per resample and one column per row of the panel (its episode's
-    draw count); the estimate is the statistic with every weight 1.
+    The estimate is the statistic on the data as it is (every episode drawn once).
     """
     episodes = pd.Index(sorted(rows["episode_id"].unique()))
     panels = [rows[rows["dimension"] == panel] for panel in PANELS]
     where = [episodes.get_indexer(panel["episode_id"]) for panel in panels]
+    everything = np.ones((1, len(episodes)))
     with np.errstate(divide="ignore", invalid="ignore"):  # an empty or constant panel: NaN
-        estimates = [statistics(panel, np.ones((1, len(panel))))[0] for panel in panels]
+        estimates = [statistics(panel, Draw(everything, index))[0]
+                     for panel, index in zip(panels, where)]
     replicates = bootstrap.replicates(len(episodes), lambda weights: np.stack(
-        [statistics(panel, weights[:, index]) for panel, index in zip(panels, where)], axis=1
+        [statistics(panel, Draw(weights, index)) for panel, index in zip(panels, where)], axis=1
     ))
     return estimates, bootstrap.interval(replicates, (len(PANELS), len(estimates[0])))
 
@@ -103,12 +104,12 @@ def paired_scores(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFram
     return human.merge(model, on=[*UNIT, "dimension"], suffixes=("_human", "_model"))
 
 
-def _correlations(paired: pd.DataFrame, weights: np.ndarray) -> np.ndarray:
+def _correlations(paired: pd.DataFrame, draw: Draw) -> np.ndarray:
     human, model = paired["score_human"].to_numpy(float), paired["score_model"].to_numpy(float)
     if len(paired) < 3:
-        return np.full((weights.shape[0], 2), np.nan)
-    return np.stack([weighted_pearson(human, model, weights),
-                     weighted_spearman(human, model, weights)], axis=1)
+        return np.full((draw.weights.shape[0], 2), np.nan)
+    return np.stack([pearson_from_moments(draw.totals(moments(human, model))),
+                     weighted_spearman(human, model, draw)], axis=1)
 
 
 def _recorded(bootstrap: Bootstrap) -> dict[str, int]:
@@ -150,13 +151,14 @@ def held_out_rows(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFram
     return rated.merge(model, on=[*UNIT, "dimension"])
 
 
-def _noise(rows: pd.DataFrame, weights: np.ndarray) -> np.ndarray:
+def _noise(rows: pd.DataFrame, draw: Draw) -> np.ndarray:
     human, others, model = (rows[c].to_numpy(float) for c in ("score", "others", "model"))
-    total = weights.sum(axis=1)
-    human_r, model_r = (weighted_pearson(side, others, weights) for side in (human, model))
-    human_mad, model_mad = (
-        (weights * np.abs(side - others)).sum(axis=1) / total for side in (human, model)
-    )
+    totals = draw.totals(np.column_stack([
+        moments(human, others), moments(model, others),
+        np.abs(human - others), np.abs(model - others),
+    ]))
+    human_r, model_r = pearson_from_moments(totals[:, 0:6]), pearson_from_moments(totals[:, 6:12])
+    human_mad, model_mad = totals[:, 12] / totals[:, 0], totals[:, 13] / totals[:, 0]
     return np.stack([human_r, model_r, model_r - human_r,
                      human_mad, model_mad, model_mad - human_mad], axis=1)
 

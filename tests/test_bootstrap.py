@@ -17,7 +17,9 @@ from scipy import stats
 
 from sotopia_ls.exporter.bootstrap import (
     Bootstrap,
-    weighted_pearson,
+    Draw,
+    moments,
+    pearson_from_moments,
     weighted_spearman,
 )
 from sotopia_ls.exporter.reliability import UNIT, alpha_and_icc, episode_sums, rated_units
@@ -88,15 +90,17 @@ def test_weighted_correlations_are_scipys_on_the_resampled_rows():
     rng = np.random.default_rng(5)
     x = rng.integers(0, 11, 40).astype(float)
     y = np.clip(x + rng.integers(-3, 4, 40), 0, 10)
-    weights = rng.multinomial(40, np.full(40, 1 / 40), size=4).astype(float)
-    pearson = weighted_pearson(x, y, weights)
-    spearman = weighted_spearman(x, y, weights)
-    for row, drawn in enumerate(weights.astype(int)):
-        xs, ys = np.repeat(x, drawn), np.repeat(y, drawn)
-        assert pearson[row] == pytest.approx(stats.pearsonr(xs, ys)[0])
-        assert spearman[row] == pytest.approx(stats.spearmanr(xs, ys)[0])
-    constant = weighted_pearson(np.ones(40), y, weights)
-    assert np.isnan(constant).all()
+    episode = np.repeat(np.arange(20), 2)  # two rows (agents) per episode
+    weights = rng.multinomial(20, np.full(20, 1 / 20), size=4)
+    draw = Draw(weights, episode)
+    pearson = pearson_from_moments(draw.totals(moments(x, y)))
+    spearman = weighted_spearman(x, y, draw)
+    for row, drawn in enumerate(weights):
+        rows = np.repeat(np.arange(40), drawn[episode])  # each drawn episode's rows, repeated
+        assert pearson[row] == pytest.approx(stats.pearsonr(x[rows], y[rows])[0])
+        assert spearman[row] == pytest.approx(stats.spearmanr(x[rows], y[rows])[0])
+    assert np.isnan(pearson_from_moments(draw.totals(moments(np.ones(40), y)))).all()
+    assert np.isnan(weighted_spearman(np.zeros(40), y, draw)).all()
 
 
 def test_an_interval_leaves_out_resamples_where_the_figure_is_undefined():
