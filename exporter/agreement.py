@@ -1,105 +1,90 @@
-"""Inter-annotator agreement per dimension, over episode × agent units.
+"""Inter-annotator agreement per dimension, over episode × agent units, pooled and broken down.
 
-For each dimension, over units rated by at least two annotators:
+For each dimension, over the units rated by at least two annotators, using every rating of a
+unit whatever their number (formulas in ``reliability``):
 
-- ``alpha``: Krippendorff's α, interval level (``krippendorff``), from every rating;
-- ``icc``: ICC(1,1) (``pingouin``), one-way random: annotators differ from unit to unit, so
-  each unit contributes its first ``k`` ratings (by annotation id), ``k`` the smallest count;
-- ``exact`` / ``within_2``: the share of annotator pairs on a unit giving the same score / scores
-  at most 2 apart, averaged over units (Sotopia's pairwise agreement);
-- ``randolph_kappa``: Randolph's free-marginal κ (``statsmodels``) on Sotopia's binarization
-  ``round(score / max|range|)``, from the same first-``k`` ratings as the ICC;
-- spread: standard deviation and the share of the most common score. A dimension where almost
-  every rating is the same value (``low_variance``) has α near zero or undefined however well
-  annotators agree; read its ``exact`` share instead.
+- ``alpha``: Krippendorff's α, interval level (``krippendorff``): the headline figure;
+- ``icc1`` / ``icc1k``: one-way random ICC(1,1), the reliability of one annotator's score, and
+  ICC(1,k), the reliability of the mean of ``icc_k0`` annotators (k₀: the unbalanced design's
+  average raters per unit), which is what the human-vs-model comparison uses;
+- ``*_ci_low`` / ``*_ci_high``: 95% percentile bootstrap interval, resampling episodes (both
+  agents of an episode together), with ``bootstrap_resamples`` and ``bootstrap_seed``;
+- ``pairs_exact`` / ``pairs_within_2``: the share of rater pairs on a unit giving the same raw
+  score / raw scores at most 2 apart, averaged over units;
+- ``randolph_kappa_rubric_binary``: Randolph's free-marginal κ on a rubric-scaled
+  binarization, code = round(score / max|rubric range|) (half to even), with every code the
+  rubric allows as a category (2, or 3 on a scale centred on 0);
+- ``pi_*``: Sotopia-π's pairwise agreement, "α" and κ, computed as its script does (see
+  ``sotopia_pi``): only for comparison with that paper;
+- spread: standard deviation of all ratings and the share of the most common score.
+  ``low_variance`` marks a near-constant dimension (modal share ≥ 0.9, or α undefined): there
+  α is near zero or undefined however well annotators agree, and κ and the pair shares are
+  near 1 because there is nothing to disagree about; none of them measures agreement.
+
+``agreement_breakdown`` gives the same table per model pair (``source_tag``, else ``models``)
+and per agent position.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import krippendorff
 import numpy as np
 import pandas as pd
-import pingouin
-from statsmodels.stats.inter_rater import fleiss_kappa
 
 from ..dimensions import RUBRIC
+from .bootstrap import Bootstrap
+from .reliability import (
+    UNIT,
+    alpha_and_icc,
+    category_counts,
+    episode_sums,
+    pair_gaps,
+    randolph_kappa,
+    rated_units,
+    unit_mean,
+)
+from .sotopia_pi import PI_COLUMNS, sotopia_pi_figures
 
-UNIT = ["episode_id", "agent"]
 LOW_VARIANCE_MODAL_SHARE = 0.9
+INTERVAL_STATISTICS = ("alpha", "icc1", "icc1k")
 AGREEMENT_COLUMNS = [
-    "dimension", "units", "ratings", "alpha", "icc", "exact", "within_2", "randolph_kappa",
+    "dimension", "units", "ratings", "max_raters",
+    "alpha", "alpha_ci_low", "alpha_ci_high",
+    "icc1", "icc1_ci_low", "icc1_ci_high",
+    "icc1k", "icc1k_ci_low", "icc1k_ci_high", "icc_k0",
+    "pairs_exact", "pairs_within_2", "randolph_kappa_rubric_binary",
+    *PI_COLUMNS,
     "std", "modal_share", "low_variance",
+    "bootstrap_resamples", "bootstrap_seed",
 ]
+BREAKDOWN_COLUMNS = ["breakdown", "group", *AGREEMENT_COLUMNS]
+UNTAGGED = "(untagged)"
 
 
-def rated_units(long: pd.DataFrame) -> pd.DataFrame:
-    """Ratings of units with ≥ 2 annotators, each with its ``slot`` (0, 1, … by annotation id)."""
-    counts = long.groupby([*UNIT, "dimension"])["score"].transform("size")
-    multi = long[counts >= 2].sort_values("annotation_id", kind="stable")
-    return multi.assign(slot=multi.groupby([*UNIT, "dimension"]).cumcount())
+def _matrix(ratings: pd.DataFrame) -> np.ndarray:
+    """Slots × units (NaN where a unit has fewer ratings): the shape ``krippendorff`` reads."""
+    return ratings.pivot_table(
+        index="slot", columns=UNIT, values="score", aggfunc="first"
+    ).to_numpy(dtype=float)
 
 
-def _matrix(ratings: pd.DataFrame) -> pd.DataFrame:
-    """Slots × units (NaN where a unit has fewer ratings): the shape α and ICC read."""
-    return ratings.pivot_table(index="slot", columns=UNIT, values="score", aggfunc="first")
-
-
-def _alpha(ratings: pd.DataFrame) -> float:
-    matrix = _matrix(ratings).to_numpy(dtype=float)
+def interval_alpha(ratings: pd.DataFrame) -> float:
+    """Krippendorff's interval α of one dimension's ``rated_units``; NaN with one value only."""
+    matrix = _matrix(ratings)
     if np.unique(matrix[~np.isnan(matrix)]).size < 2:
         return float("nan")
     return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="interval"))
 
 
-def _balanced(ratings: pd.DataFrame) -> pd.DataFrame:
-    k = int(ratings.groupby(UNIT)["slot"].max().min()) + 1
-    return ratings[ratings["slot"] < k]
-
-
-def _icc(ratings: pd.DataFrame) -> float:
-    balanced = _balanced(ratings).assign(
-        unit=lambda r: r["episode_id"].astype(str) + "/" + r["agent"].astype(str)
-    )
-    if balanced["unit"].nunique() < 3 or balanced["score"].nunique() < 2:
-        return float("nan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        table = pingouin.intraclass_corr(
-            data=balanced, targets="unit", raters="slot", ratings="score"
-        )
-    return float(table.set_index("Type").loc["ICC(1,1)", "ICC"])
-
-
-def _pairwise(ratings: pd.DataFrame) -> tuple[float, float]:
-    pairs = ratings.merge(ratings, on=UNIT, suffixes=("_a", "_b"))
-    pairs = pairs[pairs["slot_a"] < pairs["slot_b"]]
-    gap = (pairs["score_a"] - pairs["score_b"]).abs()
-    per_unit = pd.DataFrame(
-        {"exact": gap == 0, "within_2": gap <= 2, **{c: pairs[c] for c in UNIT}}
-    ).groupby(UNIT)[["exact", "within_2"]].mean()
-    return float(per_unit["exact"].mean()), float(per_unit["within_2"].mean())
-
-
-def binarize(scores: pd.Series, dimension: str) -> pd.Series:
-    """Sotopia's binarization: ``round(score / max|range|)`` (half to even, as pandas rounds)."""
+def rubric_binarize(scores: pd.Series, dimension: str) -> pd.Series:
+    """Codes scaled by the rubric: ``round(score / max|range|)`` (half to even, as pandas)."""
     return (scores / RUBRIC[dimension].max_abs).round(0).astype("int64")
 
 
-def _randolph(ratings: pd.DataFrame, dimension: str) -> float:
-    balanced = _balanced(ratings)
-    codes = binarize(pd.Series(RUBRIC[dimension].values), dimension)
-    low, n_categories = int(codes.min()), int(codes.max() - codes.min() + 1)
-    table = (
-        balanced.assign(category=binarize(balanced["score"], dimension) - low)
-        .groupby([*UNIT, "category"]).size().unstack(fill_value=0)
-        .reindex(columns=range(n_categories), fill_value=0)
-        .to_numpy()
-    )
-    if table.shape[0] == 0:
-        return float("nan")
-    return float(fleiss_kappa(table, method="randolph"))
+def _rubric_kappa(ratings: pd.DataFrame, dimension: str) -> float:
+    categories = sorted(set(rubric_binarize(pd.Series(RUBRIC[dimension].values), dimension)))
+    codes = rubric_binarize(ratings["score"], dimension)
+    return randolph_kappa(category_counts(ratings, codes, categories), len(categories))
 
 
 def _spread(scores: pd.Series) -> tuple[float, float]:
@@ -108,32 +93,81 @@ def _spread(scores: pd.Series) -> tuple[float, float]:
     return float(scores.std(ddof=0)), float(scores.value_counts(normalize=True).iloc[0])
 
 
-def agreement_table(long: pd.DataFrame) -> pd.DataFrame:
+def _pair_shares(ratings: pd.DataFrame) -> dict[str, float]:
+    pairs = pair_gaps(ratings)
+    return dict(pairs_exact=unit_mean(pairs, pairs["gap"] == 0),
+                pairs_within_2=unit_mean(pairs, pairs["gap"] <= 2))
+
+
+def _intervals(
+    units: pd.DataFrame, episodes: pd.Index, bootstrap: Bootstrap
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per dimension: α, ICC(1,1), ICC(1,k), k₀ from all episodes, and their intervals."""
+    sums = np.stack(
+        [episode_sums(units[units["dimension"] == key], episodes) for key in RUBRIC.keys], axis=1
+    )  # episodes × dimensions × sums
+    point = alpha_and_icc(sums.sum(axis=0))
+    replicates = bootstrap.replicates(
+        len(episodes),
+        # One matrix product per chunk of resamples: (resamples × episodes) @ (episodes × …).
+        lambda weights: alpha_and_icc(np.tensordot(weights, sums, axes=1))[..., :3],
+    )
+    return point, bootstrap.interval(replicates, (len(RUBRIC.keys), 3))
+
+
+def agreement_table(long: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
     """One row per dimension (rubric order) with the statistics described above.
 
     ``long`` is ``scores_long`` without ground-truth rows: one annotator's score per row.
     """
-    rows = []
     units = rated_units(long)
-    for dimension in RUBRIC.keys:
+    point, interval = _intervals(units, pd.Index(sorted(long["episode_id"].unique())), bootstrap)
+    rows = []
+    for index, dimension in enumerate(RUBRIC.keys):
         ratings = units[units["dimension"] == dimension]
-        std, modal = _spread(long.loc[long["dimension"] == dimension, "score"])
-        if ratings.empty:
-            stats = dict(units=0, ratings=0, alpha=np.nan, icc=np.nan, exact=np.nan,
-                         within_2=np.nan, randolph_kappa=np.nan)
-        else:
-            exact, within_2 = _pairwise(ratings)
-            stats = dict(
-                units=int(ratings.groupby(UNIT).ngroups),
-                ratings=len(ratings),
-                alpha=_alpha(ratings),
-                icc=_icc(ratings),
-                exact=exact,
-                within_2=within_2,
-                randolph_kappa=_randolph(ratings, dimension),
+        everything = long[long["dimension"] == dimension]
+        std, modal = _spread(everything["score"])
+        row = dict(dimension=dimension, units=0, ratings=0, max_raters=0,
+                   **sotopia_pi_figures(everything), std=std, modal_share=modal,
+                   bootstrap_resamples=bootstrap.resamples, bootstrap_seed=bootstrap.seed)
+        if not ratings.empty:
+            row.update(
+                units=int(ratings.groupby(UNIT).ngroups), ratings=len(ratings),
+                max_raters=int(ratings["slot"].max()) + 1, alpha=interval_alpha(ratings),
+                icc1=point[index, 1], icc1k=point[index, 2], icc_k0=point[index, 3],
+                randolph_kappa_rubric_binary=_rubric_kappa(ratings, dimension),
+                **_pair_shares(ratings),
             )
-        rows.append(
-            dict(dimension=dimension, **stats, std=std, modal_share=modal,
-                 low_variance=bool(modal >= LOW_VARIANCE_MODAL_SHARE))
+            for column, (low, high) in zip(INTERVAL_STATISTICS, interval[index]):
+                row.update({f"{column}_ci_low": low, f"{column}_ci_high": high})
+        row["low_variance"] = bool(
+            modal >= LOW_VARIANCE_MODAL_SHARE or (row["units"] and np.isnan(row.get("alpha")))
         )
+        rows.append(row)
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+
+
+def model_pair(long: pd.DataFrame) -> pd.Series:
+    """Each row's model pair: its ``source_tag``, else its ``models``, else ``(untagged)``."""
+    labels = pd.Series(UNTAGGED, index=long.index, dtype=object)
+    for column in ("models", "source_tag"):  # the later, more specific, wins
+        if column in long:
+            named = long[column].fillna("").astype(str)
+            labels = labels.where(named == "", named)
+    return labels
+
+
+def agreement_breakdown(long: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+    """``agreement_table`` per model pair and per agent position (``breakdown``, ``group``)."""
+    groupings = {
+        "model pair": model_pair(long),
+        "agent": "agent " + long["agent"].astype(str),
+    }
+    parts = [
+        agreement_table(subset, bootstrap).assign(breakdown=breakdown, group=group)
+        for breakdown, labels in groupings.items()
+        for group, subset in long.groupby(labels, sort=True)
+    ]
+    if not parts:
+        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[BREAKDOWN_COLUMNS]

@@ -17,6 +17,7 @@ import pandas as pd
 from ..labelstudio.client import annotator_emails, connect
 from ..errors import SotopiaLSError
 from ..options import server_options
+from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from .export import ExportResult, Reading, export_file, export_project
 from .parallel import default_workers
 
@@ -171,22 +172,35 @@ def _reference(path: Path | None) -> pd.DataFrame | None:
     help="Reference ratings for qualification: a scores_long .csv/.parquet from an earlier "
     "export, or a Label Studio JSON export. Ground-truth annotations are used as well.",
 )
+@click.option(
+    "--bootstrap", type=click.IntRange(min=0), default=DEFAULT_RESAMPLES, show_default=True,
+    metavar="N", help="Resamples of the episodes behind each 95% interval (0: no intervals).",
+)
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
+              help="Seed of the bootstrap; the same seed and data give the same intervals.")
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
     model_names: tuple[str, ...], with_predictions: bool, output: Path, workers: int,
-    reference: Path | None,
+    reference: Path | None, bootstrap: int, seed: int,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
-    Per dimension: Krippendorff's α, ICC, exact and ±2 agreement, Randolph's κ and spread;
-    human vs model (Pearson, Spearman, MSE, bias); qualification against reference ratings;
-    per-annotator counts, times and distance from the others; and the plots.
+    Per dimension, pooled and per model pair and agent position: Krippendorff's interval α,
+    ICC(1,1) and ICC(1,k) with bootstrap intervals (episodes resampled), shares of annotator
+    pairs agreeing exactly and within ±2, Randolph's κ on rubric-scaled binary codes, spread,
+    and near-constant flags; Sotopia-π's pairwise agreement, α and κ computed as its script
+    does, for comparison with that paper; human vs model (Pearson and Spearman with
+    intervals, MSE, bias) and the model against the spread between humans; qualification
+    against reference ratings; per-annotator counts, times and distance from the others; and
+    the plots.
 
     Example:
 
         sotopia-ls report --project "Pilot study" -o report/
 
         sotopia-ls report --from-file export.json --reference gold/scores_long.csv -o report/
+
+        sotopia-ls report --from-file export.json --bootstrap 5000 --seed 7 -o report/
     """
     with _export_extra():
         from .report import build_report
@@ -195,6 +209,6 @@ def report_command(
     _echo_tally(result)
     with _export_extra():
         report = build_report(result.scores_long, result.model_scores, result.tally,
-                              _reference(reference))
+                              _reference(reference), bootstrap=bootstrap, seed=seed)
         path = report.write(output)
     click.echo(f"wrote {path}")

@@ -2,34 +2,81 @@
 
 - ``human_vs_model``: per dimension and overall, annotator-averaged human scores against the
   episode's stored model evaluation, both agents pooled, as Sotopia's
-  ``examples/benchmark_evaluator.py`` does: Pearson and Spearman (with p-values), MSE, and mean
-  bias (human − model).
+  ``examples/benchmark_evaluator.py`` pairs them: Pearson and Spearman (with p-values and 95%
+  bootstrap intervals resampling episodes), MSE, and mean bias (human − model).
+- ``model_vs_human_noise``: is the model as close to the humans as one more human would be?
+  On units with two annotators or more, each annotator in turn is held out and the mean of
+  the unit's *other* annotators is the target; the held-out human and the model are compared
+  with the same target. ``human_human_r`` / ``model_human_r`` are Pearson's r with that target
+  (over unit × held-out annotator rows), ``human_human_mad`` / ``model_human_mad`` the mean
+  absolute distance from it; ``*_difference`` = model − human, with bootstrap intervals. The
+  ``verdict`` reads the distance difference's interval: "closer than a human" (wholly below
+  0), "as close as a human" (contains 0) or "farther than a human" (wholly above 0).
 - ``qualification``: each annotator against reference ratings; an annotator passes when every
-  score on every reference unit is within ±2 of the reference (Sotopia's pilot-study rule).
+  score on every reference unit is within ±2 of the reference (the rule of Sotopia-π's pilot
+  study).
 - ``annotator_table``: per annotator, annotation count, median time, and mean absolute
   difference from the other annotators of the same units.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from ..dimensions import DIMENSION_KEYS
+from .bootstrap import Bootstrap, Draw, moments, pearson_from_moments, weighted_spearman
+from .reliability import UNIT
 
-UNIT = ["episode_id", "agent"]
 OVERALL = "overall"
+PANELS = (*DIMENSION_KEYS, OVERALL)
 QUALIFICATION_TOLERANCE = 2
+BOOTSTRAP_COLUMNS = ["bootstrap_resamples", "bootstrap_seed"]
 COMPARISON_COLUMNS = [
-    "dimension", "n", "pearson", "pearson_p", "spearman", "spearman_p", "mse", "bias",
+    "dimension", "n", "pearson", "pearson_ci_low", "pearson_ci_high", "pearson_p",
+    "spearman", "spearman_ci_low", "spearman_ci_high", "spearman_p", "mse", "bias",
+    *BOOTSTRAP_COLUMNS,
+]
+NOISE_STATISTICS = (
+    "human_human_r", "model_human_r", "r_difference",
+    "human_human_mad", "model_human_mad", "mad_difference",
+)
+NOISE_COLUMNS = [
+    "dimension", "units", "rows",
+    *[f"{name}{part}" for name in NOISE_STATISTICS for part in ("", "_ci_low", "_ci_high")],
+    "verdict", *BOOTSTRAP_COLUMNS,
 ]
 
 
-def with_overall(scores: pd.DataFrame) -> pd.DataFrame:
-    """``scores`` (episode_id, agent, dimension, score) plus each unit's overall (mean of 7)."""
-    overall = scores.groupby(UNIT, as_index=False)["score"].mean().assign(dimension=OVERALL)
-    return pd.concat([scores[[*UNIT, "dimension", "score"]], overall], ignore_index=True)
+def with_overall(scores: pd.DataFrame, keys: list[str] = UNIT) -> pd.DataFrame:
+    """``scores`` (``keys``, dimension, score) plus each key's overall (mean of the dimensions)."""
+    overall = scores.groupby(keys, as_index=False)["score"].mean().assign(dimension=OVERALL)
+    return pd.concat([scores[[*keys, "dimension", "score"]], overall], ignore_index=True)
+
+
+def _per_panel(
+    rows: pd.DataFrame,
+    statistics: Callable[[pd.DataFrame, Draw], np.ndarray],
+    bootstrap: Bootstrap,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """``statistics(panel_rows, draw)`` per dimension and overall: estimates and intervals.
+
+    The estimate is the statistic on the data as it is (every episode drawn once).
+    """
+    episodes = pd.Index(sorted(rows["episode_id"].unique()))
+    panels = [rows[rows["dimension"] == panel] for panel in PANELS]
+    where = [episodes.get_indexer(panel["episode_id"]) for panel in panels]
+    everything = np.ones((1, len(episodes)))
+    with np.errstate(divide="ignore", invalid="ignore"):  # an empty or constant panel: NaN
+        estimates = [statistics(panel, Draw(everything, index))[0]
+                     for panel, index in zip(panels, where)]
+    replicates = bootstrap.replicates(len(episodes), lambda weights: np.stack(
+        [statistics(panel, Draw(weights, index)) for panel, index in zip(panels, where)], axis=1
+    ))
+    return estimates, bootstrap.interval(replicates, (len(PANELS), len(estimates[0])))
 
 
 def _correlate(human: pd.Series, model: pd.Series) -> dict[str, float]:
@@ -57,15 +104,91 @@ def paired_scores(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFram
     return human.merge(model, on=[*UNIT, "dimension"], suffixes=("_human", "_model"))
 
 
-def human_vs_model(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per dimension, then ``overall``; empty when no episode has a model score."""
+def _correlations(paired: pd.DataFrame, draw: Draw) -> np.ndarray:
+    human, model = paired["score_human"].to_numpy(float), paired["score_model"].to_numpy(float)
+    if len(paired) < 3:
+        return np.full((draw.weights.shape[0], 2), np.nan)
+    return np.stack([pearson_from_moments(draw.totals(moments(human, model))),
+                     weighted_spearman(human, model, draw)], axis=1)
+
+
+def _recorded(bootstrap: Bootstrap) -> dict[str, int]:
+    return dict(bootstrap_resamples=bootstrap.resamples, bootstrap_seed=bootstrap.seed)
+
+
+def human_vs_model(
+    long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()
+) -> pd.DataFrame:
+    """One row per dimension, then ``overall``; n = 0 when no episode has a model score."""
     paired = paired_scores(long, model_scores)
+    _, intervals = _per_panel(paired, _correlations, bootstrap)
     rows = []
-    for dimension in (*DIMENSION_KEYS, OVERALL):
-        subset = paired[paired["dimension"] == dimension]
-        rows.append({"dimension": dimension,
-                     **_correlate(subset["score_human"], subset["score_model"])})
+    for panel, ((p_low, p_high), (s_low, s_high)) in zip(PANELS, intervals):
+        subset = paired[paired["dimension"] == panel]
+        rows.append({"dimension": panel,
+                     **_correlate(subset["score_human"], subset["score_model"]),
+                     "pearson_ci_low": p_low, "pearson_ci_high": p_high,
+                     "spearman_ci_low": s_low, "spearman_ci_high": s_high,
+                     **_recorded(bootstrap)})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def _others_mean(long: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per row, the mean score of the other rows of its ``keys`` group (NaN when alone)."""
+    cell = long.groupby(keys)["score"]
+    total, count = cell.transform("sum"), cell.transform("size")
+    return (total - long["score"]) / (count - 1).where(count > 1)
+
+
+def held_out_rows(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
+    """Per unit with ≥ 2 annotators, dimension and overall, and annotator held out: the held-out
+    ``score``, the ``others`` mean of the unit's other annotators and the ``model`` score."""
+    rated = with_overall(long, [*UNIT, "annotation_id"])
+    rated = rated.assign(others=_others_mean(rated, [*UNIT, "dimension"])).dropna(
+        subset=["others"]
+    )
+    model = with_overall(model_scores).rename(columns={"score": "model"})
+    return rated.merge(model, on=[*UNIT, "dimension"])
+
+
+def _noise(rows: pd.DataFrame, draw: Draw) -> np.ndarray:
+    human, others, model = (rows[c].to_numpy(float) for c in ("score", "others", "model"))
+    totals = draw.totals(np.column_stack([
+        moments(human, others), moments(model, others),
+        np.abs(human - others), np.abs(model - others),
+    ]))
+    human_r, model_r = pearson_from_moments(totals[:, 0:6]), pearson_from_moments(totals[:, 6:12])
+    human_mad, model_mad = totals[:, 12] / totals[:, 0], totals[:, 13] / totals[:, 0]
+    return np.stack([human_r, model_r, model_r - human_r,
+                     human_mad, model_mad, model_mad - human_mad], axis=1)
+
+
+def _verdict(low: float, high: float) -> str:
+    if np.isnan(low) or np.isnan(high):
+        return ""
+    if high < 0:
+        return "closer than a human"
+    return "farther than a human" if low > 0 else "as close as a human"
+
+
+def model_vs_human_noise(
+    long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()
+) -> pd.DataFrame:
+    """One row per dimension, then ``overall``: the model against the spread between humans."""
+    rows = held_out_rows(long, model_scores)
+    if rows.empty:
+        return pd.DataFrame(columns=NOISE_COLUMNS)
+    estimates, intervals = _per_panel(rows, _noise, bootstrap)
+    table = []
+    for panel, estimate, interval in zip(PANELS, estimates, intervals):
+        subset = rows[rows["dimension"] == panel]
+        row = {"dimension": panel, "units": len(subset[UNIT].drop_duplicates()),
+               "rows": len(subset), **_recorded(bootstrap)}
+        for name, value, (low, high) in zip(NOISE_STATISTICS, estimate, interval):
+            row.update({name: value, f"{name}_ci_low": low, f"{name}_ci_high": high})
+        row["verdict"] = _verdict(*interval[NOISE_STATISTICS.index("mad_difference")])
+        table.append(row)
+    return pd.DataFrame(table, columns=NOISE_COLUMNS)
 
 
 def qualification(long: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
@@ -95,9 +218,7 @@ def qualification(long: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
 
 def annotator_table(long: pd.DataFrame) -> pd.DataFrame:
     """Per annotator: annotations, median lead time (s), mean |score − others' mean| per unit."""
-    cell = long.groupby([*UNIT, "dimension"])["score"]
-    total, count = cell.transform("sum"), cell.transform("size")
-    others = (total - long["score"]) / (count - 1).where(count > 1)
+    others = _others_mean(long, [*UNIT, "dimension"])
     frame = long.assign(gap=(long["score"] - others).abs())
     per_annotation = frame.drop_duplicates("annotation_id")
     table = pd.DataFrame({

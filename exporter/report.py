@@ -1,9 +1,14 @@
 """The reliability report: one self-contained HTML file plus its tables as CSV.
 
-Sections: the annotation count reconciliation, agreement per dimension, human vs model,
-qualification against reference ratings, per-annotator figures, then for every dimension the
-score distribution by annotator. Plots are PNGs inlined as base64, so the file can be mailed or
-archived alone. Every value that came from annotators (emails, ids) is HTML-escaped.
+Sections: the annotation count reconciliation; agreement per dimension (interval α, ICC(1,1)
+and ICC(1,k) with bootstrap intervals, pair shares, κ, spread, near-constant flags); the same
+per model pair and per agent position; Sotopia-π's figures for comparison with that paper;
+human vs model, and the model against the spread between humans; qualification against
+reference ratings; per-annotator figures; then for every dimension the score distribution by
+annotator. Each measure is defined in the module that computes it (``agreement``,
+``sotopia_pi``, ``comparison``) and summed up in the report's notes. Plots are PNGs inlined as
+base64, so the file can be mailed or archived alone. Every value that came from the data
+(emails, ids, tags) is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -22,15 +27,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..dimensions import RUBRIC  # noqa: E402
-from .agreement import agreement_table  # noqa: E402
-from .validate import Tally  # noqa: E402
+from .agreement import agreement_breakdown, agreement_table  # noqa: E402
+from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap  # noqa: E402
 from .comparison import (  # noqa: E402
     OVERALL,
     annotator_table,
     human_vs_model,
+    model_vs_human_noise,
     paired_scores,
     qualification,
 )
+from .sotopia_pi import PI_COLUMNS  # noqa: E402
+from .validate import Tally  # noqa: E402
 
 MAX_ANNOTATORS_PLOTTED = 40
 
@@ -39,8 +47,11 @@ MAX_ANNOTATORS_PLOTTED = 40
 class Report:
     tally: Tally
     long: pd.DataFrame
+    bootstrap: Bootstrap
     agreement: pd.DataFrame
+    agreement_breakdown: pd.DataFrame
     human_vs_model: pd.DataFrame
+    model_vs_human_noise: pd.DataFrame
     paired: pd.DataFrame
     annotators: pd.DataFrame
     qualification: pd.DataFrame | None
@@ -48,7 +59,9 @@ class Report:
     def tables(self) -> dict[str, pd.DataFrame]:
         tables = {
             "agreement": self.agreement,
+            "agreement_breakdown": self.agreement_breakdown,
             "human_vs_model": self.human_vs_model,
+            "model_vs_human_noise": self.model_vs_human_noise,
             "annotators": self.annotators,
         }
         if self.qualification is not None:
@@ -70,21 +83,28 @@ def build_report(
     model_scores: pd.DataFrame,
     tally: Tally,
     reference: pd.DataFrame | None = None,
+    bootstrap: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
 ) -> Report:
     """All report tables from ``scores_long`` and the stored model scores.
 
     Ground-truth rows of ``long`` are the reference ratings (with ``reference``, if given, added
-    to them); the other rows are the crowd whose agreement is measured.
+    to them); the other rows are the crowd whose agreement is measured. Intervals come from
+    ``bootstrap`` resamples of the episodes drawn from ``seed`` (0 resamples: no intervals).
     """
     is_reference = long["ground_truth"].astype(bool)
     crowd = long[~is_reference]
     references = [frame for frame in (long[is_reference], reference) if frame is not None]
     truth = pd.concat(references, ignore_index=True) if references else None
+    resampling = Bootstrap(resamples=bootstrap, seed=seed)
     return Report(
         tally=tally,
         long=crowd,
-        agreement=agreement_table(crowd),
-        human_vs_model=human_vs_model(crowd, model_scores),
+        bootstrap=resampling,
+        agreement=agreement_table(crowd, resampling),
+        agreement_breakdown=agreement_breakdown(crowd, resampling),
+        human_vs_model=human_vs_model(crowd, model_scores, resampling),
+        model_vs_human_noise=model_vs_human_noise(crowd, model_scores, resampling),
         paired=paired_scores(crowd, model_scores),
         annotators=annotator_table(crowd),
         qualification=qualification(crowd, truth) if truth is not None and len(truth) else None,
@@ -154,11 +174,49 @@ def _table(frame: pd.DataFrame) -> str:
     return f'<div class="scroll">{table}</div>'
 
 
+# Figures that read as high agreement on a near-constant dimension without measuring any.
+FLAGGED_COLUMNS = ("alpha", "icc1", "icc1k", "pairs_exact", "pairs_within_2",
+                   "randolph_kappa_rubric_binary", *PI_COLUMNS[1:])
+FLAG = "⚠"
+CI_HEADING = " [95% CI]"
+
+
+def _number(value: object) -> str:
+    return "–" if pd.isna(value) else f"{value:.3f}"
+
+
+def _estimate(value: object, low: object = None, high: object = None) -> str:
+    """``0.663 [0.453, 0.808]``; the bare estimate when there is no interval."""
+    if pd.isna(value) or low is None or pd.isna(low) or pd.isna(high):
+        return _number(value)
+    return f"{_number(value)} [{_number(low)}, {_number(high)}]"
+
+
+def _shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``columns`` for display: an estimate and its interval as one cell, and on rows marked
+    ``low_variance`` the figures that agreement cannot be read from marked ⚠."""
+    flagged = frame["low_variance"].astype(bool) if "low_variance" in frame else None
+    shown = {}
+    for column in columns:
+        low, high = f"{column}_ci_low", f"{column}_ci_high"
+        if low in frame:
+            heading = column + CI_HEADING
+            values = [_estimate(*row) for row in zip(frame[column], frame[low], frame[high])]
+        else:
+            heading, values = column, frame[column].tolist()
+        if flagged is not None and column in FLAGGED_COLUMNS:
+            values = [f"{v if isinstance(v, str) else _number(v)} {FLAG}" if flag else v
+                      for v, flag in zip(values, flagged)]
+        shown[heading] = values
+    return pd.DataFrame(shown)
+
+
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#222}
 h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ccc}
 .table{border-collapse:collapse;font-size:.85rem}
 .table td,.table th{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:right}
+.table td{white-space:nowrap}
 .table th{background:#f4f4f4}.note{color:#555;font-size:.9rem}
 .flag{color:#a33;font-weight:600}img{max-width:100%}.scroll{overflow-x:auto}
 """
@@ -172,9 +230,130 @@ def _note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
 
+AGREEMENT_NOTE = (
+    "Units are episode × agent with at least two annotators; every rating of a unit is used. "
+    "alpha: Krippendorff's α, interval level, on the scores (the headline figure). icc1: "
+    "one-way random ICC(1,1), the reliability of one annotator's score; icc1k: ICC(1,k), the "
+    "reliability of the mean of icc_k0 annotators, the human mean the model is compared with "
+    "(one-way ANOVA, unbalanced design). pairs_exact / pairs_within_2: share of annotator "
+    "pairs on a unit giving the same score / scores at most 2 apart, averaged over units. "
+    "randolph_kappa_rubric_binary: Randolph's free-marginal κ on round(score / max|rubric "
+    "range|), every code the rubric allows counted as a category. std, modal_share: spread "
+    "of all ratings."
+)
+BREAKDOWN_NOTE = (
+    "The same figures within each {what}; the intervals resample the episodes of the group."
+)
+SOTOPIA_PI_NOTE = (
+    "Computed as Sotopia-π's human_eval/agreement.py computes them (sotopia-lab/sotopia-pi, "
+    "branch feature/add-human-eval-agreement-code, commit 5756713), pooled over model pairs "
+    "and both agents, to set this study next to that paper's numbers; they are not the "
+    "figures above. Codes: round(score / pi_divisor), pi_divisor being the largest |score| "
+    "observed, not the rubric's max|range| (rubric_max_abs). pi_pairwise_agreement: per unit, "
+    "the mean over annotator pairs of 1 − |code₁ − code₂|, averaged over units. pi_alpha: "
+    "1 − (1 − pairwise) / (1 − chance), chance being that agreement between two different "
+    "ratings drawn from all codes. pi_randolph_kappa: Randolph's κ on the codes with the "
+    "categories observed, each unit with its own number of annotators (their script's "
+    "two-annotator formula exceeds 1 on a unit with three); 1 when one code is observed, as "
+    "in their script."
+)
+HUMAN_VS_MODEL_NOTE = (
+    "Annotator-averaged human scores against the stored model evaluation, both agents pooled: "
+    "Pearson and Spearman with p-values and intervals, MSE, bias = mean(human − model). The "
+    "human mean is itself only as reliable as icc1k above."
+)
+NOISE_NOTE = (
+    "Is the model as close to the humans as one more human would be? On each unit with two "
+    "annotators or more, each annotator in turn is held out and the mean of the unit's other "
+    "annotators is the target. human_human_*: the held-out annotator against the target; "
+    "model_human_*: the model against the same target. r: Pearson over unit × held-out "
+    "annotator rows; mad: mean absolute distance; *_difference: model − human. verdict, from "
+    "the interval of mad_difference: closer than a human (wholly below 0), as close as a "
+    "human (contains 0), farther than a human (wholly above 0)."
+)
+BREAKDOWN_SHOWN = ["group", "dimension", "units", "ratings", "alpha", "icc1", "icc1k",
+                   "pairs_exact", "pairs_within_2", "randolph_kappa_rubric_binary"]
+
+
+def _bootstrap_note(report: Report) -> str:
+    resampling = report.bootstrap
+    if resampling.resamples <= 0:
+        return _note("No bootstrap intervals were drawn (--bootstrap 0).")
+    return _note(
+        f"[low, high]: {resampling.level:.0%} percentile bootstrap intervals from "
+        f"{resampling.resamples} resamples of the {report.long['episode_id'].nunique()} "
+        f"episodes (both agents of an episode move together), seed {resampling.seed}; "
+        f"--bootstrap {resampling.resamples} --seed {resampling.seed} reproduces them."
+    )
+
+
+def _flag_note(agreement: pd.DataFrame) -> str:
+    flagged = agreement.loc[agreement["low_variance"], "dimension"].tolist()
+    if not flagged:
+        return ""
+    return (f'<p class="flag">Near-constant ratings ({FLAG}): α is undefined or meaningless, '
+            "and κ, the pair shares and Sotopia-π's figures are high only because there is "
+            f'nothing to disagree about: {html.escape(", ".join(flagged))}</p>')
+
+
+def _agreement_sections(report: Report) -> list[str]:
+    agreement = report.agreement
+    shown = [c for c in agreement.columns
+             if not c.endswith(("_ci_low", "_ci_high")) and not c.startswith(("pi_", "bootstrap_"))]
+    sections = [_section(
+        "Agreement per dimension", _note(AGREEMENT_NOTE), _bootstrap_note(report),
+        _table(_shown(agreement, shown)), _flag_note(agreement),
+    )]
+    for breakdown, title, what in (("model pair", "Agreement by model pair", "model pair (the "
+                                    "episodes' source tag, else their models)"),
+                                   ("agent", "Agreement by agent position", "agent position")):
+        rows = report.agreement_breakdown[report.agreement_breakdown["breakdown"] == breakdown]
+        sections.append(_section(title, _note(BREAKDOWN_NOTE.format(what=what)),
+                                 _table(_shown(rows, BREAKDOWN_SHOWN))))
+    pi = agreement.assign(
+        rubric_max_abs=[RUBRIC[key].max_abs for key in agreement["dimension"]],
+        pi_divisor=agreement["pi_divisor"].map(lambda v: "–" if pd.isna(v) else f"{v:g}"),
+    )
+    sections.append(_section(
+        "Comparable with Sotopia-π", _note(SOTOPIA_PI_NOTE),
+        _table(_shown(pi, ["dimension", "units", "ratings", "rubric_max_abs", *PI_COLUMNS])),
+    ))
+    return sections
+
+
+def _model_sections(report: Report) -> list[str]:
+    if report.paired.empty:
+        return [_section("Human vs model", _note(
+            "No episode in this export has a stored model evaluation to compare with."))]
+    comparison = report.human_vs_model
+    noise = report.model_vs_human_noise
+    return [
+        _section("Human vs model", _note(HUMAN_VS_MODEL_NOTE), _bootstrap_note(report),
+                 _table(_shown(comparison, ["dimension", "n", "pearson", "pearson_p",
+                                            "spearman", "spearman_p", "mse", "bias"])),
+                 scatter_plot(report.paired)),
+        _section("Model against the spread between humans", _note(NOISE_NOTE),
+                 _table(_shown(noise, ["dimension", "units", "rows", "human_human_r",
+                                       "model_human_r", "r_difference", "human_human_mad",
+                                       "model_human_mad", "mad_difference", "verdict"]))),
+    ]
+
+
+def _dimension_summary(row: pd.Series) -> str:
+    def figure(name: str) -> str:
+        return _estimate(row[name], row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high"))
+
+    summary = (f"α = {figure('alpha')}, ICC(1,1) = {figure('icc1')}, "
+               f"ICC(1,k) = {figure('icc1k')}, exact pairs = {_number(row['pairs_exact'])}, "
+               f"pairs within ±2 = {_number(row['pairs_within_2'])}, κ (rubric binary) = "
+               f"{_number(row['randolph_kappa_rubric_binary'])}, {row['units']} units")
+    if row["low_variance"]:
+        summary += f" {FLAG} near-constant: none of these measures agreement"
+    return summary
+
+
 def render_html(report: Report) -> str:
     tally = report.tally
-    flagged = report.agreement.loc[report.agreement["low_variance"], "dimension"].tolist()
     parts = [
         _section(
             "Annotations",
@@ -183,27 +362,9 @@ def render_html(report: Report) -> str:
                   f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
                   f"{tally.ground_truth} ground-truth annotations used as reference."),
         ),
-        _section(
-            "Agreement per dimension",
-            _note("Units are episode × agent with at least two annotators. α: Krippendorff, "
-                  "interval. ICC(1,1): one-way random. exact / within_2: share of annotator pairs "
-                  "agreeing exactly / within 2 points. κ: Randolph on round(score / max|range|)."),
-            _table(report.agreement),
-            f'<p class="flag">Near-constant ratings, α not meaningful: '
-            f'{html.escape(", ".join(flagged))}</p>' if flagged else "",
-        ),
+        *_agreement_sections(report),
+        *_model_sections(report),
     ]
-    if report.paired.empty:
-        parts.append(_section("Human vs model", _note(
-            "No episode in this export has a stored model evaluation to compare with.")))
-    else:
-        parts.append(_section(
-            "Human vs model",
-            _note("Annotator-averaged human scores against the stored model evaluation, both "
-                  "agents pooled. bias = mean(human − model)."),
-            _table(report.human_vs_model),
-            scatter_plot(report.paired),
-        ))
     if report.qualification is None:
         parts.append(_section("Qualification", _note(
             "No reference ratings (ground-truth annotations or a reference file) were given.")))
@@ -214,14 +375,11 @@ def render_html(report: Report) -> str:
             _table(report.qualification),
         ))
     parts.append(_section("Annotators", _table(report.annotators)))
+    agreement = report.agreement.set_index("dimension")
     for dimension in RUBRIC.dimensions:
-        row = report.agreement.set_index("dimension").loc[dimension.key]
-        summary = (f"α = {row['alpha']:.3f}, ICC = {row['icc']:.3f}, exact = {row['exact']:.3f}, "
-                   f"within ±2 = {row['within_2']:.3f}, κ = {row['randolph_kappa']:.3f}, "
-                   f"{row['units']} units")
         parts.append(_section(
             f"{dimension.label} ({dimension.range_text})",
-            _note(summary),
+            _note(_dimension_summary(agreement.loc[dimension.key])),
             distribution_plot(report.long, dimension.key),
         ))
     body = "".join(parts)

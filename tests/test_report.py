@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pandas as pd
 import pytest
 
 from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.exporter import Tally
+from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.exporter.report import build_report
 
-from test_agreement import study_long
+from test_agreement import read_study
+from test_export_cli import export_file, invoke  # noqa: F401  (the fixture, reused)
 
 
 @pytest.fixture(scope="module")
 def study(sample_data) -> pd.DataFrame:
-    csvs = sorted((sample_data / "human_eval").glob("*_final.csv"))
-    return study_long(pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True))
+    return read_study(sample_data)
 
 
 def first_annotator_as_model(long: pd.DataFrame) -> pd.DataFrame:
@@ -24,10 +28,26 @@ def first_annotator_as_model(long: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def page(study, tmp_path_factory):
+def report(study):
     tally = Tally(tasks=42, total=86, exported=85, rejected=0, cancelled=1)
-    out = tmp_path_factory.mktemp("report")
-    return build_report(study, first_annotator_as_model(study), tally).write(out)
+    return build_report(study, first_annotator_as_model(study), tally)
+
+
+@pytest.fixture(scope="module")
+def page(report, tmp_path_factory):
+    return report.write(tmp_path_factory.mktemp("report"))
+
+
+def rows_of(html: str, first_cells: str) -> list[str]:
+    """The table rows that start with ``first_cells``, as text with cells joined by "|"."""
+    rows = [
+        "|".join(re.sub(r"<[^>]+>", "", cell).strip()
+                 for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, flags=re.S))
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, flags=re.S)
+    ]
+    found = [row for row in rows if row.startswith(first_cells)]
+    assert found, f"no row starts with {first_cells!r}"
+    return found
 
 
 def test_one_file_holds_every_section_table_and_plot(page):
@@ -38,19 +58,93 @@ def test_one_file_holds_every_section_table_and_plot(page):
     assert "86 annotations = 85 exported + 0 rejected + 1 cancelled/skipped ✔" in html
     for dimension in DIMENSIONS:
         assert f"<h2>{dimension.label} ({dimension.range_text})</h2>" in html
-    for section in ("Agreement per dimension", "Human vs model", "Qualification", "Annotators"):
+    for section in ("Agreement per dimension", "Agreement by model pair",
+                    "Agreement by agent position", "Comparable with Sotopia-π", "Human vs model",
+                    "Model against the spread between humans", "Qualification", "Annotators"):
         assert f"<h2>{section}</h2>" in html
     assert {p.name for p in page.parent.iterdir()} == {
-        "report.html", "agreement.csv", "human_vs_model.csv", "annotators.csv"
+        "report.html", "agreement.csv", "agreement_breakdown.csv", "human_vs_model.csv",
+        "model_vs_human_noise.csv", "annotators.csv",
     }
 
 
+def test_agreement_figures_carry_their_bootstrap_interval_and_how_it_was_drawn(report, page):
+    html = page.read_text()
+    goal = report.agreement.set_index("dimension").loc["goal"]
+    assert (f"goal|84|170|3|{goal['alpha']:.3f} [{goal['alpha_ci_low']:.3f}, "
+            f"{goal['alpha_ci_high']:.3f}]|{goal['icc1']:.3f} [") in rows_of(html, "goal|84")[0]
+    assert ("95% percentile bootstrap intervals from 1000 resamples of the 42 episodes (both "
+            "agents of an episode move together), seed 0") in html
+    assert "ICC(1,k) = " in html and "icc1k [95% CI]" in html
+    for table in ("agreement", "agreement_breakdown", "human_vs_model", "model_vs_human_noise"):
+        saved = pd.read_csv(page.parent / f"{table}.csv")
+        assert (saved["bootstrap_resamples"] == 1000).all() and (saved["bootstrap_seed"] == 0).all()
+
+
+def test_near_constant_secret_is_flagged_on_every_figure_that_looks_perfect(page):
+    html = page.read_text()
+    secret = rows_of(html, "secret|84")[0]
+    assert secret.count("1.000 ⚠") == 3  # pairs exact, pairs within ±2, κ
+    assert "– ⚠" in secret  # α and ICC: undefined
+    assert "Near-constant ratings (⚠)" in html
+    assert "near-constant: none of these measures agreement" in html
+
+
+def test_the_breakdown_shows_believability_agreement_per_model_pair(report, page):
+    html = page.read_text()
+    pairs = report.agreement_breakdown.set_index(["breakdown", "group", "dimension"])
+    for pair in ("gpt3.5", "mistral"):
+        alpha = pairs.loc[("model pair", pair, "believability"), "alpha"]
+        assert rows_of(html, f"{pair}|believability")[0].split("|")[4].startswith(f"{alpha:.3f} [")
+    assert rows_of(html, "agent 2|goal")
+
+
+def test_the_sotopia_pi_columns_say_which_divisor_they_used(page):
+    html = page.read_text()
+    assert "commit 5756713" in html
+    assert rows_of(html, "financial_and_material_benefits|84|170|5|3|")
+    assert "Sotopia's" not in html  # no measure is named for Sotopia unless it is theirs
+
+
+def test_the_model_is_placed_against_the_spread_between_humans(report, page):
+    noise = report.model_vs_human_noise.set_index("dimension")
+    # The "model" is one of the two annotators, so it is closer to the others than a human.
+    assert noise.loc["goal", "verdict"] == "closer than a human"
+    assert rows_of(page.read_text(), "goal|84|170|")[-1].endswith("|closer than a human")
+
+
+def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(study, report):
+    model = first_annotator_as_model(study)
+    started = time.perf_counter()
+    again = build_report(study, model, Tally(), seed=0)
+    assert time.perf_counter() - started < 20  # seconds, on a shared 2-core machine
+    for name, table in report.tables().items():
+        pd.testing.assert_frame_equal(again.tables()[name], table)
+    other = build_report(study, model, Tally(), seed=7).agreement
+    assert not other["alpha_ci_low"].equals(report.agreement["alpha_ci_low"])
+    without = build_report(study, model, Tally(), bootstrap=0).agreement
+    assert without["alpha_ci_low"].isna().all()
+    assert without["alpha"].equals(report.agreement["alpha"])
+
+
+def test_the_command_records_its_resamples_and_seed(export_file, tmp_path):  # noqa: F811
+    result = invoke(report_command, "--from-file", str(export_file), "-o", str(tmp_path),
+                    "--bootstrap", "50", "--seed", "3")
+    assert result.exit_code == 0, result.output
+    agreement = pd.read_csv(tmp_path / "agreement.csv")
+    assert (agreement["bootstrap_resamples"] == 50).all()
+    assert (agreement["bootstrap_seed"] == 3).all()
+    assert "from 50 resamples of the 3 episodes" in (tmp_path / "report.html").read_text()
+
+
 def test_annotator_names_are_shown_as_text_never_as_markup(study, tmp_path):
-    hostile = study.assign(annotator_id='<img src=x onerror="alert(1)">')
-    html = build_report(hostile, first_annotator_as_model(study), Tally()).write(tmp_path)
+    hostile = study.assign(annotator_id='<img src=x onerror="alert(1)">',
+                           source_tag="<b>pair</b>")
+    html = build_report(hostile, first_annotator_as_model(study), Tally(),
+                        bootstrap=20).write(tmp_path)
     text = html.read_text()
-    assert "<img src=x" not in text
-    assert "&lt;img src=x onerror=" in text
+    assert "<img src=x" not in text and "<b>pair" not in text
+    assert "&lt;img src=x onerror=" in text and "&lt;b&gt;pair&lt;/b&gt;" in text
 
 
 @pytest.mark.browser

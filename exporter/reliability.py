@@ -1,0 +1,116 @@
+"""The formulas behind the agreement figures, as pure functions of one dimension's ratings.
+
+A *unit* is one agent of one episode; only units rated by two annotators or more carry
+agreement. Every formula here uses every rating of such a unit, whatever their number:
+
+- ``pair_gaps``: |a − b| for every pair of ratings on a unit (the input of pair shares);
+- ``randolph_kappa``: Randolph's free-marginal multirater κ with each unit's own rater count;
+- ``episode_sums`` / ``alpha_and_icc``: Krippendorff's interval α and the one-way ICC(1,1) and
+  ICC(1,k) from per-episode sums, so that a bootstrap resample (episode weights) costs one
+  matrix product. ICC uses the one-way ANOVA of an unbalanced design: with nᵢ ratings on unit
+  i, N = Σnᵢ over n units, MSB = Σnᵢ(ȳᵢ − ȳ)²/(n − 1), MSW = ΣΣ(y − ȳᵢ)²/(N − n) and
+  k₀ = (N − Σnᵢ²/N)/(n − 1); ICC(1,1) = (MSB − MSW)/(MSB + (k₀ − 1)MSW) and
+  ICC(1,k) = (MSB − MSW)/MSB, the reliability of the mean of k₀ raters. With the same k
+  on every unit these are pingouin's ICC1 and ICC1k (pingouin refuses unbalanced data).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+UNIT = ["episode_id", "agent"]
+
+
+def rated_units(long: pd.DataFrame) -> pd.DataFrame:
+    """Ratings of units with ≥ 2 annotators, each with its ``slot`` (0, 1, … by annotation id)."""
+    counts = long.groupby([*UNIT, "dimension"])["score"].transform("size")
+    multi = long[counts >= 2].sort_values("annotation_id", kind="stable")
+    return multi.assign(slot=multi.groupby([*UNIT, "dimension"]).cumcount())
+
+
+def pair_gaps(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
+    """One row per unordered pair of ratings on a unit: the unit and ``gap`` = |a − b|."""
+    pairs = ratings[[*UNIT, "slot", column]].merge(
+        ratings[[*UNIT, "slot", column]], on=UNIT, suffixes=("_a", "_b")
+    )
+    pairs = pairs[pairs["slot_a"] < pairs["slot_b"]]
+    return pairs[UNIT].assign(gap=(pairs[f"{column}_a"] - pairs[f"{column}_b"]).abs())
+
+
+def unit_mean(pairs: pd.DataFrame, values: pd.Series) -> float:
+    """``values`` (one per pair) averaged within each unit, then over units: units weigh alike."""
+    return float(values.groupby([pairs[c] for c in UNIT]).mean().mean())
+
+
+def category_counts(ratings: pd.DataFrame, codes: pd.Series, categories: list) -> np.ndarray:
+    """Units × ``categories``: how many of a unit's ratings fall in each category."""
+    return (
+        ratings[UNIT].assign(category=codes.to_numpy())
+        .groupby([*UNIT, "category"]).size().unstack(fill_value=0)
+        .reindex(columns=categories, fill_value=0)
+        .to_numpy()
+    )
+
+
+def randolph_kappa(counts: np.ndarray, categories: int) -> float:
+    """Randolph's free-marginal multirater κ; units may have different numbers of raters.
+
+    ``counts`` is units × categories (ratings per category; each unit ≥ 2 ratings). A unit's
+    agreement is the share of its ordered rater pairs that agree, Σ nᵢc(nᵢc − 1)/(nᵢ(nᵢ − 1)),
+    so it is at most 1 whatever nᵢ; chance agreement is 1/categories. With the same nᵢ on
+    every unit this is statsmodels' ``fleiss_kappa(table, method="randolph")``.
+    """
+    if counts.shape[0] == 0 or categories < 2:
+        return float("nan")
+    raters = counts.sum(axis=1)
+    agreement = (counts * (counts - 1)).sum(axis=1) / (raters * (raters - 1))
+    chance = 1 / categories
+    return float((agreement.mean() - chance) / (1 - chance))
+
+
+# Per-episode sums over its rated units, in this order (the last axis of episode_sums).
+SUMS = ("units", "ratings", "total", "total_sq", "unit_total_sq_over_n", "ratings_sq",
+        "pair_sq_diffs")
+
+
+def episode_sums(ratings: pd.DataFrame, episodes: pd.Index) -> np.ndarray:
+    """Episodes × ``SUMS``: the sufficient statistics of α and ICC, summed over each episode's
+    units (zeros for an episode without a rated unit)."""
+    score = ratings["score"].astype(float)
+    units = ratings.assign(score=score, score_sq=score**2).groupby(UNIT).agg(
+        n=("score", "size"), total=("score", "sum"), total_sq=("score_sq", "sum")
+    )
+    n = units["n"].astype(float)
+    per_unit = pd.DataFrame({
+        "units": 1.0,
+        "ratings": n,
+        "total": units["total"],
+        "total_sq": units["total_sq"],
+        "unit_total_sq_over_n": units["total"] ** 2 / n,
+        "ratings_sq": n**2,
+        # Σ over ordered pairs i ≠ j of (yᵢ − yⱼ)², divided by n − 1 as α's coincidences are.
+        "pair_sq_diffs": 2 * (n * units["total_sq"] - units["total"] ** 2) / (n - 1),
+    }, columns=list(SUMS))
+    summed = per_unit.groupby(level="episode_id").sum()
+    return summed.reindex(episodes, fill_value=0.0).to_numpy()
+
+
+def alpha_and_icc(sums: np.ndarray) -> np.ndarray:
+    """Interval α, ICC(1,1), ICC(1,k) and k₀ from ``SUMS`` totals (last axis), NaN if undefined.
+
+    α = 1 − D_o/D_e with D_o = Σ pair_sq_diffs / N and D_e = 2(N·Σy² − (Σy)²)/(N(N − 1)).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        units, n, total, total_sq, between_sq, n_sq, pair_sq = np.moveaxis(sums, -1, 0)
+        expected = 2 * (n * total_sq - total**2)
+        alpha = np.where(expected > 1e-9, 1 - (n - 1) * pair_sq / expected, np.nan)
+        ms_between = (between_sq - total**2 / n) / (units - 1)
+        ms_within = (total_sq - between_sq) / (n - units)
+        k0 = (n - n_sq / n) / (units - 1)
+        defined = (units >= 2) & (n > units) & (ms_between + (k0 - 1) * ms_within > 1e-12)
+        icc1 = np.where(defined, (ms_between - ms_within) / (ms_between + (k0 - 1) * ms_within),
+                        np.nan)
+        icc1k = np.where(defined & (ms_between > 1e-12), (ms_between - ms_within) / ms_between,
+                         np.nan)
+        return np.stack([alpha, icc1, icc1k, k0], axis=-1)
