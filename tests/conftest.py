@@ -6,18 +6,23 @@ Projects made by tests are titled ``test_<uuid>`` and deleted at the end of the 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
+from click.testing import CliRunner, Result
 from label_studio_sdk import LabelStudio
 
-from sotopia_ls.dimensions import AGENTS
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
+from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import episode_tasks
 from sotopia_ls.labelstudio.results import evaluation_results
+from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.scores import Evaluation
 
@@ -67,3 +72,63 @@ def row_results(row: Mapping[str, Any]) -> list[dict[str, Any]]:
 def task_ids(client: LabelStudio, project_id: int) -> dict[str, int]:
     """``episode id → task id`` of a project that holds each episode once."""
     return {episode: tasks[0].id for episode, tasks in episode_tasks(client, project_id).items()}
+
+
+# --- shared by the exporter, report and statistics tests ---------------------------------
+
+
+def study_long(study: pd.DataFrame) -> pd.DataFrame:
+    """The sample CSVs as ``scores_long``: each CSV row one annotation by its own annotator,
+    the CSV's ``model`` column (the model pair) as the source tag."""
+    parts = [
+        pd.DataFrame({
+            "episode_id": study["pk"], "annotation_id": study.index,
+            "annotator_id": "row-" + study.index.astype(str), "agent": agent,
+            "dimension": key, "score": study[rating_name(key, agent)].astype("int64"),
+            "rationale": study[reasoning_name(key, agent)], "lead_time": 60.0,
+            "ground_truth": False, "source_tag": study["model"],
+        })
+        for agent in AGENTS for key in DIMENSION_KEYS
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def read_study(sample_data: Path) -> pd.DataFrame:
+    csvs = sorted((sample_data / "human_eval").glob("*_final.csv"))
+    return study_long(pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True))
+
+
+def scores(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
+    return {a: {d.key: (f"rationale {offset}", d.range_low + offset) for d in DIMENSIONS}
+            for a in AGENTS}
+
+
+@pytest.fixture
+def export_file(sample_data: Path, tmp_path: Path) -> Path:
+    """A Label Studio JSON export as the UI writes it, annotators given as email objects."""
+    episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:3]
+    tasks = [
+        {
+            "id": number,
+            "data": episode_to_task(episode),
+            "annotations": [
+                {"id": number * 10 + k, "completed_by": {"id": k, "email": f"rater{k}@lab.test"},
+                 "result": results_of(scores(k)), "was_cancelled": False,
+                 "ground_truth": False, "lead_time": 40.0 + k,
+                 "created_at": "2024-05-01T10:00:00Z"}
+                for k in (1, 2)
+            ],
+            "drafts": [],
+            "predictions": [],
+        }
+        for number, episode in enumerate(episodes, start=1)
+    ]
+    path = tmp_path / "project-1-at-2024.json"
+    path.write_text(json.dumps(tasks))
+    return path
+
+
+def invoke(command: Any, *args: str) -> Result:
+    """A command run offline: no Label Studio address or key in its environment."""
+    return CliRunner().invoke(command, list(args), env={"LABEL_STUDIO_URL": "",
+                                                        "LABEL_STUDIO_API_KEY": ""})

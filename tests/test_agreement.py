@@ -14,7 +14,8 @@ import pytest
 from scipy import stats
 from statsmodels.stats.inter_rater import fleiss_kappa
 
-from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name, reasoning_name
+from conftest import read_study
+from sotopia_ls.dimensions import DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter.agreement import agreement_breakdown, agreement_table, rubric_binarize
 from sotopia_ls.exporter.bootstrap import Bootstrap
 from sotopia_ls.exporter.comparison import annotator_table, human_vs_model, qualification
@@ -23,27 +24,6 @@ from sotopia_ls.exporter.sotopia_pi import sotopia_pi_figures
 
 UNIT = ["episode_id", "agent"]
 NO_INTERVALS = Bootstrap(resamples=0)
-
-
-def study_long(study: pd.DataFrame) -> pd.DataFrame:
-    """The sample CSVs as ``scores_long``: each CSV row one annotation by its own annotator,
-    the CSV's ``model`` column (the model pair) as the source tag."""
-    parts = [
-        pd.DataFrame({
-            "episode_id": study["pk"], "annotation_id": study.index,
-            "annotator_id": "row-" + study.index.astype(str), "agent": agent,
-            "dimension": key, "score": study[rating_name(key, agent)].astype("int64"),
-            "rationale": study[reasoning_name(key, agent)], "lead_time": 60.0,
-            "ground_truth": False, "source_tag": study["model"],
-        })
-        for agent in AGENTS for key in DIMENSION_KEYS
-    ]
-    return pd.concat(parts, ignore_index=True)
-
-
-def read_study(sample_data) -> pd.DataFrame:
-    csvs = sorted((sample_data / "human_eval").glob("*_final.csv"))
-    return study_long(pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True))
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from sotopia_ls.exporter.bootstrap import (
 )
 from sotopia_ls.exporter.reliability import UNIT, alpha_and_icc, episode_sums, rated_units
 
-from test_agreement import study_long
+from conftest import study_long
 
 
 @pytest.fixture(scope="module")

@@ -2,54 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from conftest import results_of
-from sotopia_ls.dimensions import AGENTS, DIMENSIONS
+from conftest import invoke
 from sotopia_ls.exporter import OUTPUT_FILES
 from sotopia_ls.exporter.commands import export_command, report_command
-from sotopia_ls.importer import load_episodes
-from sotopia_ls.labelstudio.tasks import episode_to_task
-
-
-def scores(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
-    return {a: {d.key: (f"rationale {offset}", d.range_low + offset) for d in DIMENSIONS}
-            for a in AGENTS}
-
-
-@pytest.fixture
-def export_file(sample_data, tmp_path) -> Path:
-    """A Label Studio JSON export as the UI writes it, annotators given as email objects."""
-    episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:3]
-    tasks = [
-        {
-            "id": number,
-            "data": episode_to_task(episode),
-            "annotations": [
-                {"id": number * 10 + k, "completed_by": {"id": k, "email": f"rater{k}@lab.test"},
-                 "result": results_of(scores(k)), "was_cancelled": False,
-                 "ground_truth": False, "lead_time": 40.0 + k,
-                 "created_at": "2024-05-01T10:00:00Z"}
-                for k in (1, 2)
-            ],
-            "drafts": [],
-            "predictions": [],
-        }
-        for number, episode in enumerate(episodes, start=1)
-    ]
-    path = tmp_path / "project-1-at-2024.json"
-    path.write_text(json.dumps(tasks))
-    return path
-
-
-def invoke(command, *args: str):
-    return CliRunner().invoke(command, list(args), env={"LABEL_STUDIO_URL": "",
-                                                        "LABEL_STUDIO_API_KEY": ""})
 
 
 def test_an_export_file_is_exported_without_a_server(export_file, tmp_path):

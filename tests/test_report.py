@@ -13,8 +13,8 @@ from sotopia_ls.exporter import Tally
 from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.exporter.report import build_report
 
-from test_agreement import read_study
-from test_export_cli import export_file, invoke  # noqa: F401  (the fixture, reused)
+from conftest import read_study
+from conftest import invoke
 
 
 @pytest.fixture(scope="module")

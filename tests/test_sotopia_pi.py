@@ -23,7 +23,7 @@ from sotopia_ls.dimensions import DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter.reliability import UNIT
 from sotopia_ls.exporter.sotopia_pi import sotopia_pi_figures
 
-from test_agreement import study_long
+from conftest import study_long
 
 
 # --- Sotopia-π's agreement.py, transcribed -----------------------------------------------
