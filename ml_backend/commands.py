@@ -1,10 +1,10 @@
 """``sotopia-ls ml-backend`` serves the backend; ``sotopia-ls connect`` registers it with a project.
 
 The backend runs in an environment of its own (``.venv-ml`` in the current folder by default),
-because label-studio-ml 1.0.9 pins Flask and Werkzeug versions that must not sit beside the
-Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of the installed
-package, read from the package's metadata, so a source checkout and a wheel install work alike.
-``connect`` runs here, beside label-studio-sdk.
+apart from the Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of
+the installed package, read from the package's metadata, so a source checkout and a wheel
+install work alike, plus label-studio-ml itself without its declared dependencies (see
+``LABEL_STUDIO_ML``). ``connect`` runs here, beside label-studio-sdk.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from importlib.metadata import distribution
+from importlib.metadata import distribution, distributions
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,13 @@ from ..options import server_options
 from . import PROVIDERS
 
 DISTRIBUTION = "sotopia-label-studio"
+# label-studio-ml 1.0.9, the last release of the 1.x API the backend is written for, declares
+# Flask==1.1.2, Werkzeug==2.0.2, Jinja2==3.0.3 and itsdangerous==2.0.1, all with published
+# security fixes since; the backend's tests pass with the library on the maintained releases
+# the ml extra names. pip cannot install one requirement of an extra without its
+# dependencies, so the library is not in the extra: ensure_ml_environment installs it in a
+# second call, with --no-deps.
+LABEL_STUDIO_ML = "label-studio-ml==1.0.9"
 ML_ENV = Path(".venv-ml")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9090
@@ -59,24 +66,37 @@ def package_source() -> list[str]:
     return [url or f"{DISTRIBUTION}=={dist.version}"]
 
 
-def _serves(python: Path) -> bool:
-    probe = "import label_studio_ml.api, waitress, sotopia_ls.results"
-    return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
+def unmet_requirements(python: Path) -> list[str]:
+    """What the environment of ``python`` lacks to serve the backend: requirements of the ``ml``
+    extra or label-studio-ml it does not satisfy (an older ``.venv-ml`` with Flask 1.1.2, say),
+    and this package."""
+    where = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    unmet = []
+    for line in [*ml_requirements(), LABEL_STUDIO_ML, DISTRIBUTION]:
+        requirement = Requirement(line)
+        found = next(iter(distributions(name=requirement.name, path=[where])), None)
+        if found is None or not requirement.specifier.contains(found.version, prereleases=True):
+            unmet.append(line)
+    return unmet
 
 
 def ensure_ml_environment(venv: Path = ML_ENV, *, update: bool = False) -> Path:
     """The Python of ``venv``, created (or, with ``update``, refreshed) to serve the backend.
 
-    The package goes in without its dependencies: the backend needs only the ``ml`` extra
-    and the pydantic core of ``sotopia_ls``, not label-studio-sdk.
+    label-studio-ml and this package go in without their dependencies: the first declares
+    outdated pins (see ``LABEL_STUDIO_ML``), and the backend needs only the pydantic core of
+    the second, not label-studio-sdk.
     """
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    if update or not _serves(python):
+    if update or unmet_requirements(python):
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run([*pip, *ml_requirements()], check=True)
-        subprocess.run([*pip, "--no-deps", *package_source()], check=True)
+        subprocess.run([*pip, "--no-deps", LABEL_STUDIO_ML, *package_source()], check=True)
     return python
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from packaging.version import Version
 
 from sotopia_ls import server
 from sotopia_ls.cli import main
@@ -37,7 +38,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_nam
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.importer.push import push_episodes
-from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment, request_predictions
+from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment, request_predictions, unmet_requirements
 from sotopia_ls.tasks import episode_to_task
 
 FIXTURE_EPISODE = "episodelog/fixture_episode.json"
@@ -225,6 +226,18 @@ def test_label_studio_reaches_a_backend_behind_basic_auth(
     assert password not in connected.output
     (prediction,) = ls_client.predictions.list(project=project.id)
     assert predicted_choices(prediction.result) == stored_choices(episodes[0])
+
+
+def test_the_backend_runs_on_maintained_flask_and_werkzeug(ml_python: Path) -> None:
+    assert unmet_requirements(ml_python) == []
+    versions = subprocess.run(
+        [str(ml_python), "-c", "from importlib.metadata import version as v; "
+         "print(v('flask'), v('werkzeug'), v('jinja2'), v('label-studio-ml'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    flask, werkzeug, jinja2, library = map(Version, versions)
+    assert library == Version("1.0.9")
+    assert flask >= Version("3.1.3") and werkzeug >= Version("3.1.6") and jinja2 >= Version("3.1.6")
 
 
 # --- Acceptance 3: what Label Studio calls, and bad requests -------------------------------
