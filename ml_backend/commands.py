@@ -10,7 +10,6 @@ install work alike, plus label-studio-ml itself without its declared dependencie
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import json
 import os
 import subprocess
@@ -25,21 +24,20 @@ from packaging.requirements import Requirement
 from ..client import connect, find_project, sdk_errors, set_prefill
 from ..errors import LabelStudioError, SotopiaLSError
 from ..options import server_options
-from . import PROVIDERS
+from . import AUTH_ENV, PROVIDERS, is_loopback, open_host_refusal
 
 DISTRIBUTION = "sotopia-label-studio"
 # label-studio-ml 1.0.9, the last release of the 1.x API the backend is written for, declares
 # Flask==1.1.2, Werkzeug==2.0.2, Jinja2==3.0.3 and itsdangerous==2.0.1, all with published
-# security fixes since; the backend's tests pass with the library on the maintained releases
-# the ml extra names. pip cannot install one requirement of an extra without its
-# dependencies, so the library is not in the extra: ensure_ml_environment installs it in a
-# second call, with --no-deps.
+# security fixes since. The backend uses none of its Flask code (see _wsgi.py), only the model
+# base class and manager, and its tests pass on the maintained releases the ml extra names.
+# pip cannot install one requirement of an extra without its dependencies, so the library is
+# not in the extra: ensure_ml_environment installs it in a second call, with --no-deps.
 LABEL_STUDIO_ML = "label-studio-ml==1.0.9"
 ML_ENV = Path(".venv-ml")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9090
 DEFAULT_TITLE = "sotopia-ls"
-AUTH_ENV = ("ML_SERVER_BASIC_AUTH_USER", "ML_SERVER_BASIC_AUTH_PASS")
 CONNECTED = "CO"
 
 
@@ -126,13 +124,6 @@ def backend_env(host: str, port: int, provider: str, threads: int) -> dict[str, 
     }
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 @click.command("ml-backend")
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port to listen on.")
@@ -156,7 +147,9 @@ def ml_backend_command(
     The llm provider reads SOTOPIA_LS_LLM_BASE_URL (default https://api.openai.com/v1),
     SOTOPIA_LS_LLM_MODEL, SOTOPIA_LS_LLM_API_KEY, SOTOPIA_LS_LLM_TIMEOUT (seconds, 60) and
     SOTOPIA_LS_LLM_WORKERS (parallel requests, 4) from the environment. Setting
-    ML_SERVER_BASIC_AUTH_USER and ML_SERVER_BASIC_AUTH_PASS turns on HTTP basic auth.
+    ML_SERVER_BASIC_AUTH_USER and ML_SERVER_BASIC_AUTH_PASS turns on HTTP basic auth on every
+    route; a --host other than loopback is refused without it. Request bodies over
+    SOTOPIA_LS_ML_MAX_BODY_MB (16) are refused with 413.
 
     Example:
 
@@ -164,16 +157,12 @@ def ml_backend_command(
 
         SOTOPIA_LS_LLM_MODEL=gpt-4o-mini sotopia-ls ml-backend --provider llm
     """
+    if not is_loopback(host) and not all(os.getenv(name) for name in AUTH_ENV):
+        raise click.ClickException(open_host_refusal(host))
     try:
         interpreter = ensure_ml_environment(update=True) if setup and python is None else backend_python(python)
     except (SotopiaLSError, subprocess.CalledProcessError) as error:
         raise click.ClickException(str(error)) from error
-    if not _is_loopback(host) and not all(os.getenv(name) for name in AUTH_ENV):
-        click.echo(
-            f"warning: serving on {host} without basic auth; anyone who reaches this port "
-            f"can read predictions (set {' and '.join(AUTH_ENV)})",
-            err=True,
-        )
     click.echo(f"sotopia-ls backend ({provider}) on http://{host}:{port}", err=True)
     sys.stdout.flush()
     os.execve(

@@ -20,13 +20,14 @@ This module runs in the backend's own environment (label-studio-ml 1.0.9), so fr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Protocol
 
 import requests
@@ -83,12 +84,32 @@ class Control:
     to_name: str
 
 
-@lru_cache(maxsize=16)
+_CONTROLS_CACHED = 16
+_controls_by_digest: dict[bytes, dict[str, Control]] = {}
+_controls_lock = threading.Lock()
+
+
 def controls_in(label_config: str) -> dict[str, Control]:
     """``from_name → Control`` for the 28 controls predictions fill, read from the config.
 
-    Cached: Label Studio sends the same config with every request. Callers must not mutate.
+    Cached, as Label Studio sends the same config with every request, by the config's digest:
+    a cache keyed by the text itself would keep the last 16 configs sent alive, however large
+    the requests that carried them. Callers must not mutate the answer.
     """
+    digest = hashlib.sha256(label_config.encode()).digest()
+    with _controls_lock:
+        cached = _controls_by_digest.get(digest)
+    if cached is not None:
+        return cached
+    controls = _read_controls(label_config)
+    with _controls_lock:
+        if len(_controls_by_digest) >= _CONTROLS_CACHED:
+            del _controls_by_digest[next(iter(_controls_by_digest))]  # the oldest
+        _controls_by_digest[digest] = controls
+    return controls
+
+
+def _read_controls(label_config: str) -> dict[str, Control]:
     try:
         parsed = parse_config(label_config)
     except Exception as exc:  # label-studio-tools raises its own XML error type
@@ -365,17 +386,23 @@ def _integer(score: Any) -> Any:
     return score
 
 
-def describe_error(error: ValidationError) -> str:
-    """``believability score 12: Input should be less than or equal to 10; …``"""
+def describe_error(error: ValidationError, limit: int = 5) -> str:
+    """``believability score 12: Input should be less than or equal to 10; …``
+
+    The first ``limit`` problems, then how many more: a request of many bad tasks gets a
+    short answer.
+    """
+    problems = error.errors()
     parts = []
-    for problem in error.errors():
+    for problem in problems[:limit]:
         loc = problem["loc"]
         if len(loc) == 2 and loc[0] in DIMENSION_KEYS and loc[1] in (0, 1):
             loc = (loc[0], ("reasoning", "score")[loc[1]])  # the two halves of a Sotopia pair
         shown = problem.get("input")
         value = f" {shown!r}" if isinstance(shown, (int, float, str)) and len(repr(shown)) < 40 else ""
         parts.append(f"{' '.join(map(str, loc))}{value}: {problem['msg']}")
-    return "; ".join(parts)
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return "; ".join(parts) + more
 
 
 class SotopiaJudge(LabelStudioMLBase):
@@ -389,8 +416,9 @@ class SotopiaJudge(LabelStudioMLBase):
     LLM_WORKERS = int(os.getenv("SOTOPIA_LS_LLM_WORKERS", "4"))
 
     def __init__(self, label_config: str | None = None, train_output: Any = None, **kwargs: Any):
-        super().__init__(label_config=label_config, train_output=train_output, **kwargs)
+        # First: the base class parses the config too, and fails on a bad one with lxml's error.
         self.controls = controls_in(label_config or "")
+        super().__init__(label_config=label_config, train_output=train_output, **kwargs)
         self.provider = self.make_provider()
 
     @classmethod

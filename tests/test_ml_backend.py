@@ -6,13 +6,13 @@
 - With the llm provider, the backend asks a chat-completions endpoint (a stub listening on
   127.0.0.1 in this test process): usable answers become predictions, unusable ones are
   asked once more and then skipped with the reason in the backend's log.
-- Label Studio's /health and /setup calls get what it expects; bad requests get 4xx.
+- Label Studio's /health and /setup calls get what it expects. Bad requests of every kind, on
+  every route: tests/test_ml_backend_inputs.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +20,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,61 +37,14 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_nam
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.importer.push import push_episodes
-from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment, request_predictions, unmet_requirements
+from sotopia_ls.ml_backend.commands import request_predictions, unmet_requirements
 from sotopia_ls.tasks import episode_to_task
+
+from ml_backend_support import AUTH, AUTH_SETTINGS, Backend, serve, start_backend
+from ml_backend_support import ml_python  # noqa: F401  (a fixture, used by name)
 
 FIXTURE_EPISODE = "episodelog/fixture_episode.json"
 OTREE_EPISODE = "otree_episodes/GPT3.5-GPT3.5"
-AUTH = ("backend-user", "backend-password-1")
-
-
-@dataclass
-class Backend:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=20)
-
-
-@pytest.fixture(scope="session")
-def ml_python() -> Path:
-    """The backend's environment, made from the ml extra on first use (about a minute)."""
-    return ensure_ml_environment(Path(__file__).resolve().parents[1] / ".venv-ml")
-
-
-def start_backend(command: list[str], port: int, env: dict[str, str], log_path: Path) -> Backend:
-    """Run ``command``, a backend listening on ``port``, until /health answers."""
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, env={**os.environ, "LOG_LEVEL": "INFO", **env},
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
-    backend = Backend(f"http://127.0.0.1:{port}", process, log_path)
-    auth = AUTH if "ML_SERVER_BASIC_AUTH_USER" in env else None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, backend.log()
-        try:
-            if httpx.get(f"{backend.url}/health", auth=auth, timeout=2).status_code == 200:
-                return backend
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    backend.stop()
-    pytest.fail(f"the backend did not come up:\n{backend.log()}")
-
-
-def serve(ml_python: Path, log_path: Path, provider: str, **env: str) -> Backend:
-    """The backend's WSGI server, started the way `sotopia-ls ml-backend` starts it."""
-    port = server.free_port()
-    settings = backend_env("127.0.0.1", port, provider, threads=4)
-    return start_backend([str(ml_python), "-m", "sotopia_ls.ml_backend._wsgi"], port, {**settings, **env}, log_path)
 
 
 @pytest.fixture(scope="module")
@@ -209,9 +161,7 @@ def test_connecting_a_backend_that_is_not_running_says_why(label_studio, ls_clie
 def test_label_studio_reaches_a_backend_behind_basic_auth(
     label_studio, ls_client, ml_python, episodes, project_title, tmp_path
 ):
-    user, password = AUTH
-    credentials = {"ML_SERVER_BASIC_AUTH_USER": user, "ML_SERVER_BASIC_AUTH_PASS": password}
-    backend = serve(ml_python, tmp_path / "auth.log", "stored", **credentials)
+    backend = serve(ml_python, tmp_path / "auth.log", "stored", **AUTH_SETTINGS)
     project = create_project(ls_client, project_title)
     push_episodes(ls_client, project.id, episodes[:1])
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
@@ -219,11 +169,11 @@ def test_label_studio_reaches_a_backend_behind_basic_auth(
         arguments = ["connect", "--project", str(project.id), "--backend-url", backend.url]
         refused = CliRunner().invoke(main, arguments, env=env)
         assert refused.exit_code == 1
-        connected = CliRunner().invoke(main, [*arguments, "--retrieve"], env={**env, **credentials})
+        connected = CliRunner().invoke(main, [*arguments, "--retrieve"], env={**env, **AUTH_SETTINGS})
     finally:
         backend.stop()
     assert connected.exit_code == 0, connected.output
-    assert password not in connected.output
+    assert AUTH[1] not in connected.output
     (prediction,) = ls_client.predictions.list(project=project.id)
     assert predicted_choices(prediction.result) == stored_choices(episodes[0])
 
@@ -240,7 +190,7 @@ def test_the_backend_runs_on_maintained_flask_and_werkzeug(ml_python: Path) -> N
     assert flask >= Version("3.1.3") and werkzeug >= Version("3.1.6") and jinja2 >= Version("3.1.6")
 
 
-# --- Acceptance 3: what Label Studio calls, and bad requests -------------------------------
+# --- Acceptance 3: what Label Studio calls ------------------------------------------------
 
 
 def test_health_and_setup_answer_as_label_studio_expects(stored_backend):
@@ -269,61 +219,6 @@ def test_predict_answers_in_task_order_and_skips_what_is_already_there(stored_ba
     tasks[1]["predictions"] = [{"model_version": "gpt-4", "result": prediction["result"]}]
     again = httpx.post(f"{stored_backend.url}/predict", json=body, timeout=30)
     assert again.json()["results"] == [[], []]
-
-
-FOREIGN_CONFIG = (
-    '<View><Text name="text" value="$text"/>'
-    '<Choices name="label" toName="text"><Choice value="a"/></Choices></View>'
-)
-
-
-@pytest.mark.parametrize(
-    ("method", "path", "body", "reason"),
-    [
-        ("POST", "/setup", b"{not json", "JSON object"),
-        ("POST", "/setup", [], "JSON object"),
-        ("POST", "/setup", {"project": "1.1"}, "schema: Field required"),
-        ("POST", "/setup", {"schema": FOREIGN_CONFIG}, "no control named believability_1"),
-        ("POST", "/setup", {"schema": "<View"}, "not valid XML"),
-        ("POST", "/predict", {"label_config": "LABEL_CONFIG"}, "tasks: Field required"),
-        ("POST", "/predict", {"tasks": [{"data": "x"}], "label_config": "LABEL_CONFIG"}, "tasks 0 data"),
-        ("POST", "/predict", {"tasks": [], "label_config": FOREIGN_CONFIG}, "does not match the Sotopia rubric"),
-        ("POST", "/webhook", b"", "JSON object"),
-        ("GET", "/predict", None, ""),
-        ("GET", "/no-such-route", None, ""),
-    ],
-)
-def test_bad_requests_get_4xx_and_the_backend_stays_up(stored_backend, method, path, body, reason):
-    if isinstance(body, dict) and body.get("label_config") == "LABEL_CONFIG":
-        body = {**body, "label_config": labeling_config()}
-    content = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    answer = httpx.request(
-        method, f"{stored_backend.url}{path}", content=content, headers={"Content-Type": "application/json"}
-    )
-    assert 400 <= answer.status_code < 500
-    assert reason in answer.text
-    assert "Traceback" not in answer.text
-    assert httpx.get(f"{stored_backend.url}/health").status_code == 200
-
-
-def test_basic_auth_guards_every_route_but_the_inert_webhook(ml_python, tmp_path):
-    user, password = AUTH
-    backend = serve(
-        ml_python, tmp_path / "auth.log", "stored",
-        ML_SERVER_BASIC_AUTH_USER=user, ML_SERVER_BASIC_AUTH_PASS=password,
-    )
-    try:
-        assert httpx.get(f"{backend.url}/health").status_code == 401
-        assert httpx.get(f"{backend.url}/health", auth=(user, "wrong")).status_code == 401
-        assert httpx.get(f"{backend.url}/health", auth=AUTH).status_code == 200
-        setup = {"schema": labeling_config()}
-        assert httpx.post(f"{backend.url}/setup", json=setup).status_code == 401
-        assert httpx.post(f"{backend.url}/setup", json=setup, auth=AUTH).status_code == 200
-        webhook = httpx.post(f"{backend.url}/webhook", json={"action": "ANNOTATION_CREATED"})
-        assert webhook.status_code == 200 and webhook.json() == {"status": "ignored"}
-    finally:
-        backend.stop()
-    assert password not in backend.log()
 
 
 # --- Acceptance 2: the llm provider against a local chat-completions endpoint --------------
