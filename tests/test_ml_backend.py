@@ -6,6 +6,9 @@
 - With the llm provider, the backend asks a chat-completions endpoint (a stub listening on
   127.0.0.1 in this test process): usable answers become predictions, unusable ones are
   asked once more and then skipped with the reason in the backend's log.
+- Behind basic auth, Label Studio still reaches every route it calls (/health, /setup,
+  /predict, /train, /versions), and its event webhook to the backend is switched off.
+- A Label Studio that blocks local addresses gets a backend on 127.0.0.1 refused with the fix.
 - Label Studio's /health and /setup calls get what it expects. Bad requests of every kind, on
   every route: tests/test_ml_backend_inputs.py.
 """
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +31,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from label_studio_sdk import LabelStudio
 from packaging.version import Version
 
 from sotopia_ls import server
@@ -122,8 +127,8 @@ def test_label_studio_gets_the_stored_evaluation_as_a_prediction(
     }
     assert stored.model_version == evaluated.evaluation.evaluator == "gpt-4"
 
-    # Asking again adds nothing.
-    request_predictions(ls_client, project.id)
+    # Asking again adds nothing; in batches of one task, each task is asked for once.
+    request_predictions(ls_client, project.id, batch_size=1)
     assert {episode: len(p) for episode, p in predictions_by_episode().items()} == {evaluated.id: 1, plain.id: 0}
 
     prefilled = CliRunner().invoke(
@@ -170,12 +175,50 @@ def test_label_studio_reaches_a_backend_behind_basic_auth(
         refused = CliRunner().invoke(main, arguments, env=env)
         assert refused.exit_code == 1
         connected = CliRunner().invoke(main, [*arguments, "--retrieve"], env={**env, **AUTH_SETTINGS})
+        assert connected.exit_code == 0, connected.output
+        (registered,) = ls_client.ml.list(project=project.id)
+        # The other calls Label Studio makes: "Start training" (/train or /webhook) and the
+        # model versions (/versions), both with the backend's credentials.
+        ls_client.ml.train(id=registered.id)
+        assert ls_client.ml.list_model_versions(id=registered.id).versions == []
+        # Its event webhook is off: an annotation sends the backend nothing.
+        (webhook,) = [w for w in ls_client.webhooks.list(project=str(project.id)) if w.url == f"{backend.url}/webhook"]
+        assert webhook.is_active is False
+        (prediction,) = ls_client.predictions.list(project=project.id)
+        ls_client.annotations.create(id=prediction.task, result=prediction.result, lead_time=3.0)
     finally:
         backend.stop()
-    assert connected.exit_code == 0, connected.output
     assert AUTH[1] not in connected.output
-    (prediction,) = ls_client.predictions.list(project=project.id)
     assert predicted_choices(prediction.result) == stored_choices(episodes[0])
+    log = backend.log()
+    assert "ignored a training request" in log or "ignored event 'START_TRAINING'" in log, log
+    assert [line for line in log.splitlines() if "refused" in line] == [
+        line for line in log.splitlines() if "refused GET '/health': no valid basic auth" in line
+    ], log  # only the first connect, without credentials, was refused
+    assert AUTH[1] not in log
+
+
+@pytest.mark.server
+def test_connect_names_the_fix_when_label_studio_blocks_local_addresses(ml_python, tmp_path):
+    """Label Studio as it starts by default: its SSRF guard refuses backends on 127.0.0.1."""
+    credentials = server.Credentials("owner@example.com", "test-password-1", uuid.uuid4().hex)
+    backend = serve(ml_python, tmp_path / "blocked.log")
+    try:
+        with server.start(tmp_path / "label-studio", credentials) as guarded:
+            project = create_project(LabelStudio(base_url=guarded.url, api_key=credentials.api_key), "test_blocked")
+            result = CliRunner().invoke(
+                main, ["connect", "--project", str(project.id), "--backend-url", backend.url],
+                env={"LABEL_STUDIO_URL": guarded.url, "LABEL_STUDIO_API_KEY": credentials.api_key},
+            )
+    finally:
+        backend.stop()
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: Label Studio will not call {backend.url}: the address is in 127.0.0.0/8, which it "
+        "blocks by default. Start Label Studio with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false "
+        "(`sotopia-ls up --allow-local-backends` does), or give a --backend-url it may call "
+        f"(project {project.id})\n"
+    )
 
 
 def test_the_backend_runs_on_maintained_flask_and_werkzeug(ml_python: Path) -> None:
