@@ -1,16 +1,15 @@
 """``sotopia-ls ml-backend`` serves the backend; ``sotopia-ls connect`` registers it with a project.
 
 The backend runs in an environment of its own (``.venv-ml`` in the current folder by default),
-because label-studio-ml 1.0.9 pins Flask and Werkzeug versions that must not sit beside the
-Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of the installed
-package, read from the package's metadata, so a source checkout and a wheel install work alike.
-``connect`` runs here, beside label-studio-sdk.
+apart from the Label Studio server; ``ensure_ml_environment`` makes it from the ``ml`` extra of
+the installed package, read from the package's metadata, so a source checkout and a wheel
+install work alike, plus label-studio-ml itself without its declared dependencies (see
+``LABEL_STUDIO_ML``). ``connect`` runs here, beside label-studio-sdk.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import json
 import os
 import subprocess
@@ -24,14 +23,20 @@ from packaging.requirements import Requirement
 from ..labelstudio.client import connect, find_project, register_backend, request_predictions, set_prefill
 from ..errors import SotopiaLSError
 from ..options import server_options
-from . import PROVIDERS
+from . import AUTH_ENV, PROVIDERS, is_loopback, open_host_refusal
 
 DISTRIBUTION = "sotopia-label-studio"
+# label-studio-ml 1.0.9, the last release of the 1.x API the backend is written for, declares
+# Flask==1.1.2, Werkzeug==2.0.2, Jinja2==3.0.3 and itsdangerous==2.0.1, all with published
+# security fixes since. The backend uses none of its Flask code (see _wsgi.py), only the model
+# base class and manager, and its tests pass on the maintained releases the ml extra names.
+# pip cannot install one requirement of an extra without its dependencies, so the library is
+# not in the extra: ensure_ml_environment installs it in a second call, with --no-deps.
+LABEL_STUDIO_ML = "label-studio-ml==1.0.9"
 ML_ENV = Path(".venv-ml")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9090
 DEFAULT_TITLE = "sotopia-ls"
-AUTH_ENV = ("ML_SERVER_BASIC_AUTH_USER", "ML_SERVER_BASIC_AUTH_PASS")
 
 
 def ml_requirements() -> list[str]:
@@ -60,24 +65,37 @@ def package_source() -> list[str]:
     return [url or f"{DISTRIBUTION}=={dist.version}"]
 
 
-def _serves(python: Path) -> bool:
-    probe = "import label_studio_ml.api, waitress, sotopia_ls.ml_backend.model"
-    return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
+def unmet_requirements(python: Path) -> list[str]:
+    """What the environment of ``python`` lacks to serve the backend: requirements of the ``ml``
+    extra or label-studio-ml it does not satisfy (an older ``.venv-ml`` with Flask 1.1.2, say),
+    and this package."""
+    where = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    unmet = []
+    for line in [*ml_requirements(), LABEL_STUDIO_ML, DISTRIBUTION]:
+        requirement = Requirement(line)
+        found = next(iter(distributions(name=requirement.name, path=[where])), None)
+        if found is None or not requirement.specifier.contains(found.version, prereleases=True):
+            unmet.append(line)
+    return unmet
 
 
 def ensure_ml_environment(venv: Path = ML_ENV, *, update: bool = False) -> Path:
     """The Python of ``venv``, created (or, with ``update``, refreshed) to serve the backend.
 
-    The package goes in without its dependencies: the backend needs only the ``ml`` extra
-    and the pydantic core of ``sotopia_ls``, not label-studio-sdk.
+    label-studio-ml and this package go in without their dependencies: the first declares
+    outdated pins (see ``LABEL_STUDIO_ML``), and the backend needs only the pydantic core of
+    the second, not label-studio-sdk.
     """
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    if update or not _serves(python):
+    if update or unmet_requirements(python):
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run([*pip, *ml_requirements()], check=True)
-        subprocess.run([*pip, "--no-deps", *package_source()], check=True)
+        subprocess.run([*pip, "--no-deps", LABEL_STUDIO_ML, *package_source()], check=True)
     return python
 
 
@@ -107,13 +125,6 @@ def backend_env(host: str, port: int, provider: str, threads: int) -> dict[str, 
     }
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 @click.command("ml-backend")
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True, help="Port to listen on.")
@@ -137,7 +148,9 @@ def ml_backend_command(
     The llm provider reads SOTOPIA_LS_LLM_BASE_URL (default https://api.openai.com/v1),
     SOTOPIA_LS_LLM_MODEL, SOTOPIA_LS_LLM_API_KEY, SOTOPIA_LS_LLM_TIMEOUT (seconds, 60) and
     SOTOPIA_LS_LLM_WORKERS (parallel requests, 4) from the environment. Setting
-    ML_SERVER_BASIC_AUTH_USER and ML_SERVER_BASIC_AUTH_PASS turns on HTTP basic auth.
+    ML_SERVER_BASIC_AUTH_USER and ML_SERVER_BASIC_AUTH_PASS turns on HTTP basic auth on every
+    route; a --host other than loopback is refused without it. Request bodies over
+    SOTOPIA_LS_ML_MAX_BODY_MB (16) are refused with 413.
 
     Example:
 
@@ -145,16 +158,12 @@ def ml_backend_command(
 
         SOTOPIA_LS_LLM_MODEL=gpt-4o-mini sotopia-ls ml-backend --provider llm
     """
+    if not is_loopback(host) and not all(os.getenv(name) for name in AUTH_ENV):
+        raise click.ClickException(open_host_refusal(host))
     try:
         interpreter = ensure_ml_environment(update=True) if setup and python is None else backend_python(python)
     except (SotopiaLSError, subprocess.CalledProcessError) as error:
         raise click.ClickException(str(error)) from error
-    if not _is_loopback(host) and not all(os.getenv(name) for name in AUTH_ENV):
-        click.echo(
-            f"warning: serving on {host} without basic auth; anyone who reaches this port "
-            f"can read predictions (set {' and '.join(AUTH_ENV)})",
-            err=True,
-        )
     click.echo(f"sotopia-ls backend ({provider}) on http://{host}:{port}", err=True)
     sys.stdout.flush()
     os.execve(
@@ -185,8 +194,10 @@ def connect_command(
     """Register the backend with a project; optionally fetch predictions and pre-fill them.
 
     Credentials for the backend's basic auth are read from ML_SERVER_BASIC_AUTH_USER and
-    ML_SERVER_BASIC_AUTH_PASS. A backend on 127.0.0.1 needs Label Studio started with
-    ML_BLOCK_LOCAL_IP=false.
+    ML_SERVER_BASIC_AUTH_PASS. A backend on 127.0.0.1 (or a private address) needs Label
+    Studio started with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false. --retrieve
+    asks for 100 tasks at a time. The event webhook Label Studio makes for the backend is
+    switched off: nothing is trained.
 
     Example:
 

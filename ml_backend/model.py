@@ -21,13 +21,14 @@ refused. This module runs in the backend's own environment (label-studio-ml 1.0.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Protocol
 
 import requests
@@ -61,13 +62,31 @@ class InvalidReply(Exception):
     """One LLM attempt gave nothing usable; the message says what was wrong."""
 
 
-@lru_cache(maxsize=16)
+_CONFIGS_CACHED = 16
+_to_names_by_digest: dict[bytes, dict[str, str]] = {}
+_cache_lock = threading.Lock()
+
+
 def to_names(label_config: str) -> dict[str, str]:
     """``control → the object it labels`` of a config that keeps the rating contract;
-    ``InvalidLabelingConfig`` otherwise. Cached: Label Studio sends the same config with every
-    request. Callers must not mutate the result."""
+    ``InvalidLabelingConfig`` otherwise.
+
+    Cached, as Label Studio sends the same config with every request, by the config's digest:
+    a cache keyed by the text itself would keep the last configs sent alive, however large
+    the requests that carried them. Callers must not mutate the answer.
+    """
+    digest = hashlib.sha256(label_config.encode()).digest()
+    with _cache_lock:
+        cached = _to_names_by_digest.get(digest)
+    if cached is not None:
+        return cached
     check_labeling_config(label_config)
-    return {name: control.to_name for name, control in controls(label_config).items()}
+    names = {name: control.to_name for name, control in controls(label_config).items()}
+    with _cache_lock:
+        if len(_to_names_by_digest) >= _CONFIGS_CACHED:
+            del _to_names_by_digest[next(iter(_to_names_by_digest))]  # the oldest
+        _to_names_by_digest[digest] = names
+    return names
 
 
 def prediction(evaluation: Evaluation, model_version: str, names: dict[str, str]) -> dict[str, Any]:
@@ -317,11 +336,16 @@ def _integer(score: Any) -> Any:
     return score
 
 
-def describe_error(error: ValidationError) -> str:
+def describe_error(error: ValidationError, limit: int = 5) -> str:
     """``believability score 12 is outside 0 to 10; goal reasoning: Input should be a valid
-    string; …``"""
+    string; …``
+
+    The first ``limit`` problems, then how many more: a request of many bad tasks gets a
+    short answer.
+    """
+    problems = error.errors()
     parts = []
-    for problem in error.errors():
+    for problem in problems[:limit]:
         if problem["type"] == "value_error":  # the rubric's range check: says it all
             parts.append(str(problem["ctx"]["error"]))
             continue
@@ -331,7 +355,8 @@ def describe_error(error: ValidationError) -> str:
         shown = problem.get("input")
         value = f" {shown!r}" if isinstance(shown, (int, float, str)) and len(repr(shown)) < 40 else ""
         parts.append(f"{' '.join(map(str, loc))}{value}: {problem['msg']}")
-    return "; ".join(parts)
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return "; ".join(parts) + more
 
 
 class SotopiaJudge(LabelStudioMLBase):
@@ -345,8 +370,9 @@ class SotopiaJudge(LabelStudioMLBase):
     LLM_WORKERS = int(os.getenv("SOTOPIA_LS_LLM_WORKERS", "4"))
 
     def __init__(self, label_config: str | None = None, train_output: Any = None, **kwargs: Any):
-        super().__init__(label_config=label_config, train_output=train_output, **kwargs)
+        # First: the base class parses the config too, and fails on a bad one with lxml's error.
         self.to_names = to_names(label_config or "")
+        super().__init__(label_config=label_config, train_output=train_output, **kwargs)
         self.provider = self.make_provider()
 
     @classmethod

@@ -23,6 +23,7 @@ from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import episode_tasks
 from sotopia_ls.labelstudio.results import evaluation_results
 from sotopia_ls.labelstudio.tasks import episode_to_task
+from sotopia_ls.ml_backend.commands import ensure_ml_environment
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.scores import Evaluation
 
@@ -51,6 +52,12 @@ def ls_client(label_studio: server.LocalServer) -> Iterator[LabelStudio]:
     for project in client.projects.list():
         if (project.title or "").startswith("test_"):
             client.projects.delete(id=project.id)
+
+
+@pytest.fixture(scope="session")
+def ml_python() -> Path:
+    """The pre-annotation backend's environment, made from the ml extra on first use."""
+    return ensure_ml_environment(Path(__file__).resolve().parents[1] / ".venv-ml")
 
 
 @pytest.fixture

@@ -6,21 +6,24 @@
 - With the llm provider, the backend asks a chat-completions endpoint (a stub listening on
   127.0.0.1 in this test process): usable answers become predictions, unusable ones are
   asked once more and then skipped with the reason in the backend's log.
-- Label Studio's /health and /setup calls get what it expects; bad requests get 4xx.
+- Behind basic auth, Label Studio still reaches every route it calls (/health, /setup,
+  /predict, /train, /versions), and its event webhook to the backend is switched off.
+- A Label Studio that blocks local addresses gets a backend on 127.0.0.1 refused with the fix.
+- Label Studio's /health and /setup calls get what it expects. Bad requests of every kind, on
+  every route: tests/test_ml_backend_inputs.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,8 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from label_studio_sdk import LabelStudio
+from packaging.version import Version
 
 from sotopia_ls.cli import main
 from sotopia_ls.config import labeling_config
@@ -35,63 +40,15 @@ from sotopia_ls.dimensions import AGENTS, DIMENSIONS, DIMENSION_KEYS, rating_nam
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.client import create_project, request_predictions
 from sotopia_ls.labelstudio.push import push_episodes, task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
-from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment, request_predictions
+from sotopia_ls.ml_backend.commands import unmet_requirements
+
+from ml_backend_support import AUTH, AUTH_SETTINGS, Backend, serve, start_backend
 
 FIXTURE_EPISODE = "episodelog/fixture_episode.json"
 OTREE_EPISODE = "otree_episodes/GPT3.5-GPT3.5"
-AUTH = ("backend-user", "backend-password-1")
-
-
-@dataclass
-class Backend:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=20)
-
-
-@pytest.fixture(scope="session")
-def ml_python() -> Path:
-    """The backend's environment, made from the ml extra on first use (about a minute)."""
-    return ensure_ml_environment(Path(__file__).resolve().parents[1] / ".venv-ml")
-
-
-def start_backend(command: list[str], port: int, env: dict[str, str], log_path: Path) -> Backend:
-    """Run ``command``, a backend listening on ``port``, until /health answers."""
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, env={**os.environ, "LOG_LEVEL": "INFO", **env},
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
-    backend = Backend(f"http://127.0.0.1:{port}", process, log_path)
-    auth = AUTH if "ML_SERVER_BASIC_AUTH_USER" in env else None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, backend.log()
-        try:
-            if httpx.get(f"{backend.url}/health", auth=auth, timeout=2).status_code == 200:
-                return backend
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    backend.stop()
-    pytest.fail(f"the backend did not come up:\n{backend.log()}")
-
-
-def serve(ml_python: Path, log_path: Path, provider: str, **env: str) -> Backend:
-    """The backend's WSGI server, started the way `sotopia-ls ml-backend` starts it."""
-    port = server.free_port()
-    settings = backend_env("127.0.0.1", port, provider, threads=4)
-    return start_backend([str(ml_python), "-m", "sotopia_ls.ml_backend._wsgi"], port, {**settings, **env}, log_path)
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +126,8 @@ def test_label_studio_gets_the_stored_evaluation_as_a_prediction(
     }
     assert stored.model_version == evaluated.evaluation.evaluator == "gpt-4"
 
-    # Asking again adds nothing.
-    request_predictions(ls_client, project.id)
+    # Asking again adds nothing; in batches of one task, each task is asked for once.
+    request_predictions(ls_client, project.id, batch_size=1)
     assert {episode: len(p) for episode, p in predictions_by_episode().items()} == {evaluated.id: 1, plain.id: 0}
 
     prefilled = CliRunner().invoke(
@@ -208,9 +165,7 @@ def test_connecting_a_backend_that_is_not_running_says_why(label_studio, ls_clie
 def test_label_studio_reaches_a_backend_behind_basic_auth(
     label_studio, ls_client, ml_python, episodes, project_title, tmp_path
 ):
-    user, password = AUTH
-    credentials = {"ML_SERVER_BASIC_AUTH_USER": user, "ML_SERVER_BASIC_AUTH_PASS": password}
-    backend = serve(ml_python, tmp_path / "auth.log", "stored", **credentials)
+    backend = serve(ml_python, tmp_path / "auth.log", "stored", **AUTH_SETTINGS)
     project = create_project(ls_client, project_title)
     push_episodes(ls_client, project.id, episodes[:1])
     env = {"LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
@@ -218,16 +173,66 @@ def test_label_studio_reaches_a_backend_behind_basic_auth(
         arguments = ["connect", "--project", str(project.id), "--backend-url", backend.url]
         refused = CliRunner().invoke(main, arguments, env=env)
         assert refused.exit_code == 1
-        connected = CliRunner().invoke(main, [*arguments, "--retrieve"], env={**env, **credentials})
+        connected = CliRunner().invoke(main, [*arguments, "--retrieve"], env={**env, **AUTH_SETTINGS})
+        assert connected.exit_code == 0, connected.output
+        (registered,) = ls_client.ml.list(project=project.id)
+        # The other calls Label Studio makes: "Start training" (/train or /webhook) and the
+        # model versions (/versions), both with the backend's credentials.
+        ls_client.ml.train(id=registered.id)
+        assert ls_client.ml.list_model_versions(id=registered.id).versions == []
+        # Its event webhook is off: an annotation sends the backend nothing.
+        (webhook,) = [w for w in ls_client.webhooks.list(project=str(project.id)) if w.url == f"{backend.url}/webhook"]
+        assert webhook.is_active is False
+        (prediction,) = ls_client.predictions.list(project=project.id)
+        ls_client.annotations.create(id=prediction.task, result=prediction.result, lead_time=3.0)
     finally:
         backend.stop()
-    assert connected.exit_code == 0, connected.output
-    assert password not in connected.output
-    (prediction,) = ls_client.predictions.list(project=project.id)
+    assert AUTH[1] not in connected.output
     assert predicted_choices(prediction.result) == stored_choices(episodes[0])
+    log = backend.log()
+    assert "ignored a training request" in log or "ignored event 'START_TRAINING'" in log, log
+    assert [line for line in log.splitlines() if "refused" in line] == [
+        line for line in log.splitlines() if "refused GET '/health': no valid basic auth" in line
+    ], log  # only the first connect, without credentials, was refused
+    assert AUTH[1] not in log
 
 
-# --- Acceptance 3: what Label Studio calls, and bad requests -------------------------------
+@pytest.mark.server
+def test_connect_names_the_fix_when_label_studio_blocks_local_addresses(ml_python, tmp_path):
+    """Label Studio as it starts by default: its SSRF guard refuses backends on 127.0.0.1."""
+    credentials = server.Credentials("owner@example.com", "test-password-1", uuid.uuid4().hex)
+    backend = serve(ml_python, tmp_path / "blocked.log")
+    try:
+        with server.start(tmp_path / "label-studio", credentials) as guarded:
+            project = create_project(LabelStudio(base_url=guarded.url, api_key=credentials.api_key), "test_blocked")
+            result = CliRunner().invoke(
+                main, ["connect", "--project", str(project.id), "--backend-url", backend.url],
+                env={"LABEL_STUDIO_URL": guarded.url, "LABEL_STUDIO_API_KEY": credentials.api_key},
+            )
+    finally:
+        backend.stop()
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: Label Studio will not call {backend.url}: the address is in 127.0.0.0/8, which it "
+        "blocks by default. Start Label Studio with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false "
+        "(`sotopia-ls up --allow-local-backends` does), or give a --backend-url it may call "
+        f"(project {project.id})\n"
+    )
+
+
+def test_the_backend_runs_on_maintained_flask_and_werkzeug(ml_python: Path) -> None:
+    assert unmet_requirements(ml_python) == []
+    versions = subprocess.run(
+        [str(ml_python), "-c", "from importlib.metadata import version as v; "
+         "print(v('flask'), v('werkzeug'), v('jinja2'), v('label-studio-ml'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    flask, werkzeug, jinja2, library = map(Version, versions)
+    assert library == Version("1.0.9")
+    assert flask >= Version("3.1.3") and werkzeug >= Version("3.1.6") and jinja2 >= Version("3.1.6")
+
+
+# --- Acceptance 3: what Label Studio calls ------------------------------------------------
 
 
 def test_health_and_setup_answer_as_label_studio_expects(stored_backend):
@@ -256,61 +261,6 @@ def test_predict_answers_in_task_order_and_skips_what_is_already_there(stored_ba
     tasks[1]["predictions"] = [{"model_version": "gpt-4", "result": prediction["result"]}]
     again = httpx.post(f"{stored_backend.url}/predict", json=body, timeout=30)
     assert again.json()["results"] == [[], []]
-
-
-FOREIGN_CONFIG = (
-    '<View><Text name="text" value="$text"/>'
-    '<Choices name="label" toName="text"><Choice value="a"/></Choices></View>'
-)
-
-
-@pytest.mark.parametrize(
-    ("method", "path", "body", "reason"),
-    [
-        ("POST", "/setup", b"{not json", "JSON object"),
-        ("POST", "/setup", [], "JSON object"),
-        ("POST", "/setup", {"project": "1.1"}, "schema: Field required"),
-        ("POST", "/setup", {"schema": FOREIGN_CONFIG}, "believability_1: no Choices control"),
-        ("POST", "/setup", {"schema": "<View"}, "not valid XML"),
-        ("POST", "/predict", {"label_config": "LABEL_CONFIG"}, "tasks: Field required"),
-        ("POST", "/predict", {"tasks": [{"data": "x"}], "label_config": "LABEL_CONFIG"}, "tasks 0 data"),
-        ("POST", "/predict", {"tasks": [], "label_config": FOREIGN_CONFIG}, "invalid labeling config"),
-        ("POST", "/webhook", b"", "JSON object"),
-        ("GET", "/predict", None, ""),
-        ("GET", "/no-such-route", None, ""),
-    ],
-)
-def test_bad_requests_get_4xx_and_the_backend_stays_up(stored_backend, method, path, body, reason):
-    if isinstance(body, dict) and body.get("label_config") == "LABEL_CONFIG":
-        body = {**body, "label_config": labeling_config()}
-    content = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    answer = httpx.request(
-        method, f"{stored_backend.url}{path}", content=content, headers={"Content-Type": "application/json"}
-    )
-    assert 400 <= answer.status_code < 500
-    assert reason in answer.text
-    assert "Traceback" not in answer.text
-    assert httpx.get(f"{stored_backend.url}/health").status_code == 200
-
-
-def test_basic_auth_guards_every_route_but_the_inert_webhook(ml_python, tmp_path):
-    user, password = AUTH
-    backend = serve(
-        ml_python, tmp_path / "auth.log", "stored",
-        ML_SERVER_BASIC_AUTH_USER=user, ML_SERVER_BASIC_AUTH_PASS=password,
-    )
-    try:
-        assert httpx.get(f"{backend.url}/health").status_code == 401
-        assert httpx.get(f"{backend.url}/health", auth=(user, "wrong")).status_code == 401
-        assert httpx.get(f"{backend.url}/health", auth=AUTH).status_code == 200
-        setup = {"schema": labeling_config()}
-        assert httpx.post(f"{backend.url}/setup", json=setup).status_code == 401
-        assert httpx.post(f"{backend.url}/setup", json=setup, auth=AUTH).status_code == 200
-        webhook = httpx.post(f"{backend.url}/webhook", json={"action": "ANNOTATION_CREATED"})
-        assert webhook.status_code == 200 and webhook.json() == {"status": "ignored"}
-    finally:
-        backend.stop()
-    assert password not in backend.log()
 
 
 # --- Acceptance 2: the llm provider against a local chat-completions endpoint --------------

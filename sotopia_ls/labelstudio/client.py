@@ -7,6 +7,7 @@ passed to the SDK and nowhere else: it is never part of a message.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -254,36 +255,84 @@ def register_backend(
     client: Any, project_id: int, backend_url: str, *, title: str = "sotopia-ls",
     auth: tuple[str, str] | None = None,
 ) -> Any:
-    """Add the backend to the project, or update the one already at ``backend_url``.
+    """Add the backend to the project, or update the one already at ``backend_url``, and
+    switch off the event webhook Label Studio makes for it (see ``switch_off_event_webhook``).
 
     Label Studio checks /health and /setup on the spot; a backend it cannot use raises
-    ``LabelStudioError`` with Label Studio's reason.
+    ``LabelStudioError`` with Label Studio's reason, and with the fix when the reason is its
+    guard against local and private addresses.
     """
     settings: dict[str, Any] = {"url": backend_url, "title": title, "is_interactive": False}
     settings |= (
         {"auth_method": "BASIC_AUTH", "basic_auth_user": auth[0], "basic_auth_pass": auth[1]}
         if auth else {"auth_method": "NONE"}
     )
-    with sdk_errors("registering the ML backend", project=project_id):
-        same_url = [
-            backend for backend in client.ml.list(project=project_id)
-            if (backend.url or "").rstrip("/") == backend_url.rstrip("/")
-        ]
-        if same_url:
-            # Label Studio re-checks /setup on update and needs the project for it.
-            backend = client.ml.update(id=same_url[0].id, project=project_id, **settings)
-        else:
-            backend = client.ml.create(project=project_id, **settings)
-        backend = client.ml.get(id=backend.id)
+    try:
+        with sdk_errors("registering the ML backend", project=project_id):
+            same_url = [
+                backend for backend in client.ml.list(project=project_id)
+                if (backend.url or "").rstrip("/") == backend_url.rstrip("/")
+            ]
+            if same_url:
+                # Label Studio re-checks /setup on update and needs the project for it.
+                backend = client.ml.update(id=same_url[0].id, project=project_id, **settings)
+            else:
+                backend = client.ml.create(project=project_id, **settings)
+            backend = client.ml.get(id=backend.id)
+    except LabelStudioError as error:
+        blocked = _BLOCKED_ADDRESS.search(str(error))
+        if blocked is None:
+            raise
+        raise LabelStudioError(
+            f"Label Studio will not call {backend_url}: the address is in {blocked.group(1)}, which it "
+            "blocks by default. Start Label Studio with ML_BLOCK_LOCAL_IP=false "
+            "USE_DEFAULT_BANNED_SUBNETS=false (`sotopia-ls up --allow-local-backends` does), "
+            "or give a --backend-url it may call",
+            project=project_id,
+        ) from error
     if backend.state != _CONNECTED:
         reason = backend.error_message or "it did not answer /health"
         raise LabelStudioError(f"Label Studio cannot use the backend at {backend_url}: {reason}", project=project_id)
+    switch_off_event_webhook(client, project_id, backend_url)
     return backend
 
 
-def request_predictions(client: Any, project_id: int) -> None:
-    """Have Label Studio ask its backend for predictions for every task of the project."""
+# Label Studio's answer when a URL falls in a subnet its SSRF guard blocks.
+_BLOCKED_ADDRESS = re.compile(r"URL resolves to a reserved network address \(block: ([^)]+)\)")
+
+
+def switch_off_event_webhook(client: Any, project_id: int, backend_url: str) -> None:
+    """Switch off the webhook Label Studio created with the backend (``<backend>/webhook``).
+
+    Label Studio sends it every event of the project with its payload, annotations included.
+    This backend trains on nothing, so the events would only carry annotations to a backend
+    that discards them, or, behind basic auth, refuses them: Label Studio sends a webhook only
+    the headers stored with it, kept in its database and shown by its API, so the backend's
+    password is not put there.
+    """
+    target = backend_url.rstrip("/") + "/webhook"
+    with sdk_errors("switching off the backend's event webhook", project=project_id):
+        for webhook in client.webhooks.list(project=str(project_id)):
+            if webhook.url == target and webhook.is_active:
+                client.webhooks.update(id=webhook.id, is_active=False)
+
+
+# Tasks per request Label Studio sends the backend: 100 sample tasks are about 0.7 MB, far below
+# the backend's body limit, and a judge that takes a few seconds a task answers within Label
+# Studio's ML_TIMEOUT_PREDICT (100 s) with its default workers.
+RETRIEVE_BATCH = 100
+
+
+def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRIEVE_BATCH) -> None:
+    """Have Label Studio ask its backend for predictions for every task of the project.
+
+    In batches of ``batch_size`` tasks: for the tasks selected, Label Studio sends one request
+    holding them all, which for a large project would pass the backend's body limit.
+    """
     with sdk_errors("requesting predictions", project=project_id):
-        client.actions.create(
-            id="retrieve_tasks_predictions", project=project_id, selected_items={"all": True, "excluded": []}
-        )
+        ids = [task.id for task in client.tasks.list(project=project_id, include="id", page_size=1000)]
+        for start in range(0, len(ids), batch_size):
+            client.actions.create(
+                id="retrieve_tasks_predictions", project=project_id,
+                selected_items={"all": False, "included": ids[start : start + batch_size]},
+            )
