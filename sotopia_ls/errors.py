@@ -65,7 +65,9 @@ class UnknownFormat(SotopiaLSError):
 class InvalidLabelingConfig(SotopiaLSError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
-        super().__init__("invalid labeling config:\n" + "\n".join(f"  {p}" for p in problems))
+        lines = "\n".join(f"  {problem}" for problem in problems[:5])
+        more = f"\n  … and {len(problems) - 5} more" if len(problems) > 5 else ""
+        super().__init__(f"invalid labeling config:\n{lines}{more}")
 
 
 class LabelStudioError(SotopiaLSError):
