@@ -28,6 +28,8 @@ from ..errors import InvalidInput, Problem
 CHUNK_BYTES = 16 << 20
 _QUOTE, _BACKSLASH, _OPEN, _CLOSE = b'"'[0], b"\\"[0], b"{"[0], b"}"[0]
 _BLANK = b" \t\r\n"
+# Some editors start a UTF-8 file with one; JSON says nothing of it, Label Studio never writes it.
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 # How much of a block's end is searched for its last task end (at least one task, usually).
 _TAIL = 1 << 18
 _RAW_TASKS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -94,6 +96,8 @@ def _is_complete(chunk: bytes) -> bool:
         _RAW_TASKS.decode(chunk)
     except msgspec.DecodeError:
         return False
+    except RecursionError:
+        return True  # well cut, but nested too deeply: decoding the chunk says so
     return True
 
 
@@ -143,6 +147,7 @@ def task_chunks(
     for block in _blocks_of(pieces, size):
         body = (body + block).lstrip(_BLANK)
         if not opened:
+            body = body.removeprefix(_BYTE_ORDER_MARK).lstrip(_BLANK)
             if not body:
                 continue
             if body[:1] != b"[":
@@ -248,4 +253,6 @@ def _followed_by_tasks(rest: bytes) -> bool:
         _RAW_TASKS.decode(b"[" + rest[1:])
     except msgspec.DecodeError as error:
         return "truncated" in str(error)
+    except RecursionError:
+        return True  # decoding the region says what is wrong with it
     return True

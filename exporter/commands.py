@@ -1,7 +1,9 @@
 """``sotopia-ls export`` and ``sotopia-ls report``: thin wrappers over the exporter's functions.
 
-Both read either a live project (``--project`` with ``--url``/``--api-key``) or a Label Studio
-JSON export file (``--from-file``). The API key is handed to the SDK only; it is never printed.
+Both read a live project (``--project`` with ``--url``/``--api-key``) or a Label Studio JSON
+export file (``--from-file``); ``report`` also reads the folder an export wrote
+(``--from-export``). The API key is handed to the SDK only; it is never printed. An option
+that would do nothing in the combination given is refused, not ignored.
 """
 
 from __future__ import annotations
@@ -12,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pandas as pd
 
 from ..labelstudio.client import annotator_emails, connect
-from ..errors import SotopiaLSError
-from ..options import server_options
+from ..options import failures_as_messages, server_options
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from .export import ExportResult, Reading, export_file, export_project
 from .parallel import default_workers
@@ -24,36 +24,45 @@ from .parallel import default_workers
 _SHOWN_ERRORS = 10
 
 
-def _source_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Where the annotations come from, shared by ``export`` and ``report``."""
-    decorators = [
-        click.option("--project", help="Id or exact title of the project to read."),
-        click.option(
-            "--from-file", "from_file",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="Read a Label Studio JSON export file instead of a live project. With --url and "
-            "--api-key, annotators are named by email instead of user id.",
-        ),
-        server_options,
-        click.option(
-            "--model-name", "model_names", multiple=True, metavar="TAG=LABEL",
-            help="Label for scores_wide.csv's model column of episodes with this source tag "
-            "(default: the tag itself). Repeatable.",
-        ),
-        click.option(
-            "--with-predictions", is_flag=True,
-            help="Also fetch the project's predictions: the model scores of tasks without a "
-            "stored evaluation (e.g. a pre-annotation backend's judgements).",
-        ),
-        click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
-                     required=True, help="Folder to write into (created if missing)."),
-        click.option("--workers", type=click.IntRange(min=1), default=default_workers(),
-                     show_default="one per CPU, at most 8",
-                     help="Processes that decode and validate the export in parallel."),
-    ]
-    for decorator in reversed(decorators):
-        command = decorator(command)
-    return command
+def _options(*decorators: Callable[..., Any]) -> Callable[..., Any]:
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
+_source_options = _options(
+    click.option("--project", help="Id or exact title of the project to read."),
+    click.option(
+        "--from-file", "from_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Read a Label Studio JSON export file instead of a live project. With --url and "
+        "--api-key, the private identity map gets the annotators' emails.",
+    ),
+    server_options,
+    click.option(
+        "--with-predictions", is_flag=True,
+        help="Also fetch a live project's predictions: the model scores of tasks without a "
+        "stored evaluation (e.g. a pre-annotation backend's judgements).",
+    ),
+    click.option(
+        "--keep-identities", is_flag=True,
+        help="Name annotators by email in every output. Default: the pseudonym "
+        "annotator-<user id>, with the emails in the private annotator_identities.csv.",
+    ),
+    click.option(
+        "--raw-csv", is_flag=True,
+        help="Write CSV cells starting with = + - @ or a tab as they are. Default: such a cell "
+        "gets a leading ' so that a spreadsheet shows it as text instead of running it.",
+    ),
+    click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+                 required=True, help="Folder to write (created, or replaced as a whole)."),
+    click.option("--workers", type=click.IntRange(min=1), default=default_workers(),
+                 show_default="one per CPU, at most 8",
+                 help="Processes that decode and validate the export in parallel."),
+)
 
 
 def _model_names(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -67,33 +76,31 @@ def _model_names(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @contextmanager
-def _export_extra() -> Iterator[None]:
-    """Library errors as a fix: pyarrow, scipy, pingouin … are the ``export`` extra."""
+def _exporter_failures() -> Iterator[None]:
+    """The export extra's absence as a fix; every other failure as one line."""
     try:
-        yield
+        with failures_as_messages():
+            yield
     except ImportError as error:
         raise click.ClickException(
             f"{error}; install the export dependencies: pip install 'sotopia-label-studio[export]'"
         ) from error
-    except SotopiaLSError as error:
-        raise click.ClickException(str(error)) from error
 
 
-def _read(
-    project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    model_names: tuple[str, ...], with_predictions: bool, output: Path | None, workers: int,
-) -> ExportResult:
-    names = _model_names(model_names)
-    if (project is None) == (from_file is None):
-        raise click.UsageError("give exactly one of --project or --from-file")
-    with _export_extra():
-        if from_file is not None:
-            emails = annotator_emails(connect(url, api_key)) if url and api_key else {}
-            return export_file(from_file, output, emails=emails, model_names=names,
-                               reading=Reading(workers), progress=True)
-        return export_project(connect(url, api_key), project, output, model_names=names,
-                              with_predictions=with_predictions, reading=Reading(workers),
-                              progress=True)
+def _check_source(project: str | None, from_file: Path | None, with_predictions: bool,
+                  *others: Path | None) -> None:
+    if sum(source is not None for source in (project, from_file, *others)) != 1:
+        names = "--project or --from-file" + (" or --from-export" if others else "")
+        raise click.UsageError(f"give exactly one of {names}")
+    if with_predictions and project is None:
+        raise click.UsageError(
+            "--with-predictions reads a live project's predictions (an export file lists them "
+            "by id only); give --project"
+        )
+
+
+def _identities(url: str | None, api_key: str | None) -> dict[int, str]:
+    return annotator_emails(connect(url, api_key)) if url and api_key else {}
 
 
 def _echo_tally(result: ExportResult) -> None:
@@ -109,6 +116,11 @@ def _echo_tally(result: ExportResult) -> None:
     ]
     if any(extras):
         click.echo("; ".join(extra for extra in extras if extra))
+    audit = {kind: count for kind, count in result.collection.audit().items() if count}
+    if audit:
+        click.echo("audit: " + ", ".join(f"{count} {kind.replace('_', ' ')}"
+                                         for kind, count in audit.items())
+                   + " (audit.jsonl)", err=True)
     for error in result.collection.errors[:_SHOWN_ERRORS]:
         click.echo(
             f"  rejected: task {error.task_id} annotation {error.annotation_id} "
@@ -121,16 +133,29 @@ def _echo_tally(result: ExportResult) -> None:
 
 @click.command("export")
 @_source_options
+@click.option(
+    "--model-name", "model_names", multiple=True, metavar="TAG=LABEL",
+    help="Label for scores_wide.csv's model column of episodes with this source tag "
+    "(default: the tag itself). Repeatable.",
+)
+@click.option(
+    "--overlap", type=click.IntRange(min=1),
+    help="With --from-file: the project's annotations per task, so that tasks with more are "
+    "audited (a live project's own setting is read).",
+)
 def export_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    model_names: tuple[str, ...], with_predictions: bool, output: Path, workers: int,
+    with_predictions: bool, keep_identities: bool, raw_csv: bool, output: Path, workers: int,
+    model_names: tuple[str, ...], overlap: int | None,
 ) -> None:
     """Validate every annotation and write the scores in Sotopia's formats.
 
     Writes annotations.jsonl (Sotopia AnnotationForEpisode), evaluations.jsonl, episodes.jsonl
     (annotators aggregated), scores_long.csv/.parquet, scores_wide.csv (the oTree *_final.csv
     columns), model_scores.csv, errors.jsonl (each refused annotation with its field and
-    reason) and summary.json. Cancelled annotations and drafts are counted, not exported.
+    reason), audit.jsonl, summary.json, and the private annotator_identities.csv. Cancelled
+    annotations and drafts are counted, not exported. The output folder is replaced as a
+    whole, or left as it was if anything fails.
 
     Example:
 
@@ -140,33 +165,33 @@ def export_command(
 
         sotopia-ls export --from-file project-1-export.json -o results/
     """
-    result = _read(project, from_file, url, api_key, model_names, with_predictions, output,
-                   workers)
+    _check_source(project, from_file, with_predictions)
+    if overlap is not None and from_file is None:
+        raise click.UsageError("--overlap is for --from-file; a live project's is read from it")
+    names = _model_names(model_names)
+    with _exporter_failures():
+        if from_file is not None:
+            result = export_file(
+                from_file, output, identities=_identities(url, api_key), model_names=names,
+                keep_identities=keep_identities, raw_csv=raw_csv, overlap=overlap,
+                reading=Reading(workers), progress=True,
+            )
+        else:
+            result = export_project(
+                connect(url, api_key), project, output, model_names=names,
+                with_predictions=with_predictions, keep_identities=keep_identities,
+                raw_csv=raw_csv, reading=Reading(workers), progress=True,
+            )
     _echo_tally(result)
     click.echo(f"wrote {output}/ ({result.tally.exported} annotation(s))")
 
 
-_REFERENCE_COLUMNS = {"episode_id", "agent", "dimension", "score"}
-
-
-def _reference(path: Path | None) -> pd.DataFrame | None:
-    if path is None:
-        return None
-    with _export_extra():
-        if path.suffix == ".json":
-            return export_file(path).scores_long
-        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    missing = _REFERENCE_COLUMNS - set(table.columns)
-    if missing:
-        raise click.ClickException(
-            f"{path}: not a scores_long table (no {', '.join(sorted(missing))}); give the "
-            "scores_long.csv of an earlier export, or a Label Studio JSON export"
-        )
-    return table
-
-
 @click.command("report")
 @_source_options
+@click.option(
+    "--from-export", "from_export", type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Read the folder `sotopia-ls export` wrote (nothing is read from Label Studio again).",
+)
 @click.option(
     "--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Reference ratings for qualification: a scores_long .csv/.parquet from an earlier "
@@ -180,8 +205,8 @@ def _reference(path: Path | None) -> pd.DataFrame | None:
               help="Seed of the bootstrap; the same seed and data give the same intervals.")
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    model_names: tuple[str, ...], with_predictions: bool, output: Path, workers: int,
-    reference: Path | None, bootstrap: int, seed: int,
+    with_predictions: bool, keep_identities: bool, raw_csv: bool, output: Path, workers: int,
+    from_export: Path | None, reference: Path | None, bootstrap: int, seed: int,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
@@ -190,25 +215,37 @@ def report_command(
     pairs agreeing exactly and within ±2, Randolph's κ on rubric-scaled binary codes, spread,
     and near-constant flags; Sotopia-π's pairwise agreement, α and κ computed as its script
     does, for comparison with that paper; human vs model (Pearson and Spearman with
-    intervals, MSE, bias) and the model against the spread between humans; qualification
-    against reference ratings; per-annotator counts, times and distance from the others; and
-    the plots.
+    intervals, MSE, bias), how many episodes had a model evaluation, and the model against
+    the spread between humans; the study-integrity audit; qualification against reference
+    ratings; per-annotator counts, times and distance from the others; and the plots.
 
     Example:
+
+        sotopia-ls report --from-export results/ -o report/
 
         sotopia-ls report --project "Pilot study" -o report/
 
         sotopia-ls report --from-file export.json --reference gold/scores_long.csv -o report/
-
-        sotopia-ls report --from-file export.json --bootstrap 5000 --seed 7 -o report/
     """
-    with _export_extra():
-        from .report import build_report
-    result = _read(project, from_file, url, api_key, model_names, with_predictions, None,
-                   workers)
-    _echo_tally(result)
-    with _export_extra():
-        report = build_report(result.scores_long, result.model_scores, result.tally,
-                              _reference(reference), bootstrap=bootstrap, seed=seed)
-        path = report.write(output)
-    click.echo(f"wrote {path}")
+    from .report import report_export, report_file, report_project
+
+    _check_source(project, from_file, with_predictions, from_export)
+    if from_export is not None and keep_identities:
+        raise click.UsageError("--keep-identities does nothing with --from-export: the report "
+                               "keeps the names the export gave")
+    settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv}
+    with _exporter_failures():
+        if from_export is not None:
+            report = report_export(from_export, output, **settings)
+        elif from_file is not None:
+            report = report_file(from_file, output, identities=_identities(url, api_key),
+                                 keep_identities=keep_identities, reading=Reading(workers),
+                                 progress=True, **settings)
+        else:
+            report = report_project(connect(url, api_key), project, output,
+                                    with_predictions=with_predictions,
+                                    keep_identities=keep_identities, reading=Reading(workers),
+                                    progress=True, **settings)
+    click.echo(report.tally.reconciliation())
+    click.echo(f"wrote {output / 'report.html'}")
+

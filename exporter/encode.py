@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .cells import neutralized_table
 from .shapes import annotation_records, episode_records, evaluation_records
 from .tables import long_table, otree_data, wide_table
 from .validate import Part
@@ -32,9 +33,11 @@ CHUNK_FILES: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Encoding:
-    """How outputs are written: ``model_names`` labels ``scores_wide.csv``'s model column."""
+    """How outputs are written: ``model_names`` labels ``scores_wide.csv``'s model column;
+    ``raw_csv`` writes CSV cells a spreadsheet would evaluate as they are (``cells``)."""
 
     model_names: Mapping[str, str] = field(default_factory=dict)
+    raw_csv: bool = False
 
 
 @dataclass
@@ -59,13 +62,14 @@ def csv_header(columns: Iterable[str]) -> bytes:
     return header.getvalue().encode("utf-8")
 
 
-def csv_rows(table: pa.Table) -> bytes:
-    """``table``'s rows as CSV (quoted only where needed), through Arrow: ~10x pandas' speed."""
+def csv_rows(table: pa.Table, raw: bool = False) -> bytes:
+    """``table``'s rows as CSV (quoted only where needed), through Arrow: ~10x pandas' speed;
+    cells a spreadsheet would evaluate are neutralized unless ``raw``."""
     import pyarrow.csv as pa_csv
 
     out = io.BytesIO()
-    pa_csv.write_csv(table, out, pa_csv.WriteOptions(include_header=False,
-                                                     quoting_style="needed"))
+    pa_csv.write_csv(table if raw else neutralized_table(table), out,
+                     pa_csv.WriteOptions(include_header=False, quoting_style="needed"))
     return out.getvalue()
 
 
@@ -86,8 +90,9 @@ def encode_part(part: Part, encoding: Encoding,
         "evaluations.jsonl": jsonl(evaluation_records(rows)),
         "episodes.jsonl": jsonl(episode_records([rows[i] for i in whole],
                                                 [records[i] for i in whole])),
-        "scores_long.csv": csv_rows(long),
-        "scores_wide.csv": csv_rows(wide_table(table, otree, encoding.model_names)),
+        "scores_long.csv": csv_rows(long, encoding.raw_csv),
+        "scores_wide.csv": csv_rows(wide_table(table, otree, encoding.model_names),
+                                    encoding.raw_csv),
     }
     held = [(_aggregated_fields(rows[i]), records[i]) for i in crowd
             if rows[i]["episode_id"] in several_tasks]

@@ -121,7 +121,8 @@ def _one_pass(
     chunks = (task_chunks(file_pieces(path), origin=settings.origin, size=reading.chunk_bytes)
               if exact else regions(path, reading.chunk_bytes))
     collection = Collection()
-    outputs = Outputs(staging) if staging is not None else None
+    outputs = (Outputs(staging, encoding.raw_csv)
+               if staging is not None and encoding is not None else None)
     try:
         with _bar(path.stat().st_size, progress, "export, checking" if exact else "export") as bar:
             for part, encoded in read_parts(chunks, settings, encoding, reading.workers,
@@ -194,46 +195,56 @@ def export_project(
     *,
     model_names: Mapping[str, str] | None = None,
     with_predictions: bool = False,
+    keep_identities: bool = False,
+    raw_csv: bool = False,
     reading: Reading = Reading(),
     progress: bool = False,
 ) -> ExportResult:
     """Validate and export every annotation of a live project (given by id or exact title).
 
+    Annotators are named by the pseudonym ``annotator-<user id>``, their emails kept in the
+    private ``annotator_identities.csv``; ``keep_identities`` names them by email instead.
     ``with_predictions`` also fetches the project's predictions, the model scores of tasks
     that carry no stored evaluation (e.g. judgements of a pre-annotation backend).
-    ``reading`` sets the worker processes and chunk size; ``progress`` shows a bar.
+    ``raw_csv`` leaves CSV cells a spreadsheet would evaluate as they are. ``reading`` sets
+    the worker processes and chunk size; ``progress`` shows a bar.
     """
-    project_id = find_project(client, project).id
+    target = find_project(client, project)
     settings = Settings(
-        f"project {project_id}", annotator_emails(client),
-        project_predictions(client, project_id) if with_predictions else {},
+        f"project {target.id}", annotator_emails(client), keep_identities,
+        overlap=target.maximum_annotations,
+        predictions=project_predictions(client, target.id) if with_predictions else {},
     )
     with _workspace(out_dir) as (staging, scratch):
-        path = scratch / f"project-{project_id}.json"
+        path = scratch / f"project-{target.id}.json"
         with path.open("wb") as out, _bar(None, progress, "download") as bar:
-            for piece in project_pieces(client, project_id):
+            for piece in project_pieces(client, target.id):
                 out.write(piece)
                 bar.update(len(piece))
-        return _export(path, settings, staging, Encoding(dict(model_names or {})), reading,
-                       progress)
+        return _export(path, settings, staging, Encoding(dict(model_names or {}), raw_csv),
+                       reading, progress)
 
 
 def export_file(
     path: Path,
     out_dir: Path | None = None,
     *,
-    emails: Mapping[int, str] | None = None,
+    identities: Mapping[int, str] | None = None,
     model_names: Mapping[str, str] | None = None,
+    keep_identities: bool = False,
+    raw_csv: bool = False,
+    overlap: int | None = None,
     reading: Reading = Reading(),
     progress: bool = False,
 ) -> ExportResult:
     """Validate and export a Label Studio JSON export file, read as a stream.
 
-    Exports name annotators by user id; pass ``emails`` (e.g. ``annotator_emails(client)``) to
-    record emails instead of ``user-<id>``. ``reading`` sets the worker processes and chunk
-    size; ``progress`` shows a bar.
+    As ``export_project``; ``identities`` maps user ids to emails (e.g.
+    ``annotator_emails(client)``) for the private map, and ``overlap`` is the project's
+    annotations per task, for the audit.
     """
+    settings = Settings(str(path), identities or {}, keep_identities, overlap=overlap)
     with _workspace(out_dir) as (staging, _):
-        return _export(Path(path), Settings(str(path), emails or {}), staging,
-                       Encoding(dict(model_names or {})), reading, progress)
+        return _export(Path(path), settings, staging,
+                       Encoding(dict(model_names or {}), raw_csv), reading, progress)
 

@@ -16,19 +16,28 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never open a window
+# Labels are annotator names and tags: text, never math ("$x$" in an email is not a formula).
+matplotlib.rcParams["text.parse_math"] = False
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from label_studio_sdk import LabelStudio  # noqa: E402
 
 from ..dimensions import RUBRIC  # noqa: E402
+from ..errors import InvalidInput, Problem  # noqa: E402
+from ..folders import replaced_folder  # noqa: E402
 from .agreement import agreement_breakdown, agreement_table  # noqa: E402
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap  # noqa: E402
+from .cells import neutralized_frame  # noqa: E402
 from .comparison import (  # noqa: E402
     OVERALL,
     annotator_table,
@@ -37,15 +46,36 @@ from .comparison import (  # noqa: E402
     paired_scores,
     qualification,
 )
+from .export import ExportResult, Reading, export_file, export_project  # noqa: E402
 from .sotopia_pi import PI_COLUMNS  # noqa: E402
-from .validate import Tally  # noqa: E402
+from .validate import AUDIT_KINDS, Tally  # noqa: E402
 
 MAX_ANNOTATORS_PLOTTED = 40
+AUDIT_COLUMNS = ["kind", "task_id", "annotation_id", "annotator", "detail"]
+
+
+def model_coverage(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
+    """Per dimension: the episodes and units (episode × agent) the crowd rated, and how many
+    of them have a model score to compare with."""
+    rated = long[["episode_id", "agent", "dimension"]].drop_duplicates()
+    scored = model_scores[["episode_id", "agent", "dimension"]].drop_duplicates()
+    both = rated.merge(scored, on=["episode_id", "agent", "dimension"])
+    rows = []
+    for key in RUBRIC.keys:
+        units, paired = rated[rated["dimension"] == key], both[both["dimension"] == key]
+        rows.append({"dimension": key, "episodes": units["episode_id"].nunique(),
+                     "units": len(units), "episodes_with_model": paired["episode_id"].nunique(),
+                     "units_with_model": len(paired)})
+    return pd.DataFrame(rows, columns=["dimension", "episodes", "units", "episodes_with_model",
+                                       "units_with_model"])
 
 
 @dataclass
 class Report:
     tally: Tally
+    # Every audit finding of the export (``validate.Finding`` as rows), and its counts.
+    audit: pd.DataFrame
+    coverage: pd.DataFrame
     long: pd.DataFrame
     bootstrap: Bootstrap
     agreement: pd.DataFrame
@@ -58,6 +88,8 @@ class Report:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         tables = {
+            "audit": self.audit,
+            "model_coverage": self.coverage,
             "agreement": self.agreement,
             "agreement_breakdown": self.agreement_breakdown,
             "human_vs_model": self.human_vs_model,
@@ -68,14 +100,19 @@ class Report:
             tables["qualification"] = self.qualification
         return tables
 
-    def write(self, out_dir: Path) -> Path:
-        """Write ``report.html`` and one CSV per table into ``out_dir``; returns the HTML path."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, table in self.tables().items():
-            table.to_csv(out_dir / f"{name}.csv", index=False)
-        path = out_dir / "report.html"
-        path.write_text(render_html(self), encoding="utf-8")
-        return path
+    def write(self, out_dir: Path, *, raw_csv: bool = False) -> Path:
+        """Write ``report.html`` and one CSV per table into ``out_dir``, which is replaced as
+        one unit (``sotopia_ls.folders``); returns the HTML path. CSV cells a spreadsheet
+        would evaluate are neutralized unless ``raw_csv``."""
+        page = render_html(self)
+        tables = self.tables()
+        owned = {"report.html", *(f"{name}.csv" for name in tables)}
+        with replaced_folder(out_dir, owned.__contains__) as staging:
+            for name, table in tables.items():
+                shown = table if raw_csv else neutralized_frame(table)
+                shown.to_csv(staging / f"{name}.csv", index=False)
+            (staging / "report.html").write_text(page, encoding="utf-8")
+        return out_dir / "report.html"
 
 
 def build_report(
@@ -85,6 +122,7 @@ def build_report(
     reference: pd.DataFrame | None = None,
     bootstrap: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    audit: pd.DataFrame | None = None,
 ) -> Report:
     """All report tables from ``scores_long`` and the stored model scores.
 
@@ -99,6 +137,8 @@ def build_report(
     resampling = Bootstrap(resamples=bootstrap, seed=seed)
     return Report(
         tally=tally,
+        audit=audit if audit is not None else pd.DataFrame(columns=AUDIT_COLUMNS),
+        coverage=model_coverage(crowd, model_scores),
         long=crowd,
         bootstrap=resampling,
         agreement=agreement_table(crowd, resampling),
@@ -141,10 +181,16 @@ def distribution_plot(long: pd.DataFrame, dimension: str) -> str:
     return _png(figure)
 
 
+PANELS_PER_ROW = 4
+
+
 def scatter_plot(paired: pd.DataFrame) -> str:
     """Human (annotator mean) against model score, one panel per dimension and overall."""
     panels = [*RUBRIC.keys, OVERALL]
-    figure, axes = plt.subplots(2, 4, figsize=(13, 6.5))
+    rows = -(-len(panels) // PANELS_PER_ROW)
+    figure, axes = plt.subplots(rows, PANELS_PER_ROW, figsize=(13, 3.25 * rows), squeeze=False)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
     for axis, dimension in zip(axes.flat, panels):
         subset = paired[paired["dimension"] == dimension]
         axis.scatter(subset["score_model"], subset["score_human"], s=14, alpha=0.6,
@@ -152,7 +198,7 @@ def scatter_plot(paired: pd.DataFrame) -> str:
         if dimension == OVERALL:
             low = sum(d.range_low for d in RUBRIC.dimensions) / len(RUBRIC.dimensions)
             high = sum(d.range_high for d in RUBRIC.dimensions) / len(RUBRIC.dimensions)
-            axis.set_title("Overall (mean of seven)", fontsize=9)
+            axis.set_title(f"Overall (mean of {len(RUBRIC.dimensions)})", fontsize=9)
         else:
             low, high = RUBRIC[dimension].range_low, RUBRIC[dimension].range_high
             axis.set_title(RUBRIC[dimension].label, fontsize=9)
@@ -321,14 +367,48 @@ def _agreement_sections(report: Report) -> list[str]:
     return sections
 
 
+AUDIT_NOTE = (
+    "What a study should not have, seen in the export: an annotation last saved by another "
+    "user (Label Studio Community lets any annotator edit anyone's), an annotator's repeated "
+    "rating of an episode (only the latest counts), a task with more submitted annotations "
+    "than the project asks for, an episode found in several tasks. Each is listed in "
+    "audit.jsonl and audit.csv with task, annotation and annotator.")
+
+
+def _audit_section(report: Report) -> str:
+    counts = report.audit["kind"].value_counts() if len(report.audit) else pd.Series(dtype=int)
+    lines = ", ".join(f"{kind.replace('_', ' ')}: {int(counts.get(kind, 0))}"
+                      for kind in AUDIT_KINDS)
+    shown = report.audit.head(50)
+    return _section("Study integrity", _note(AUDIT_NOTE), _note(lines),
+                    _table(shown) if len(shown) else "")
+
+
+def _coverage_note(report: Report) -> str:
+    """How many episodes and units have a model score, and why a figure may be blank."""
+    coverage = report.coverage
+    episodes = int(report.long["episode_id"].nunique())
+    with_model = int(report.paired["episode_id"].nunique()) if not report.paired.empty else 0
+    units = int(coverage["units"].max()) if len(coverage) else 0
+    paired_units = int(coverage["units_with_model"].max()) if len(coverage) else 0
+    return _note(
+        f"{with_model} of {episodes} rated episodes ({paired_units} of {units} episode × agent "
+        "units) carry a model evaluation (a stored Sotopia evaluation, or with "
+        "--with-predictions a backend's prediction); the others are left out of this section. "
+        "A correlation is blank (–) with fewer than 3 paired units, or where the human means or "
+        "the model's scores do not vary."
+    )
+
+
 def _model_sections(report: Report) -> list[str]:
     if report.paired.empty:
-        return [_section("Human vs model", _note(
-            "No episode in this export has a stored model evaluation to compare with."))]
+        return [_section("Human vs model", _coverage_note(report), _note(
+            "No rated episode in this export has a model evaluation to compare with."))]
     comparison = report.human_vs_model
     noise = report.model_vs_human_noise
     return [
-        _section("Human vs model", _note(HUMAN_VS_MODEL_NOTE), _bootstrap_note(report),
+        _section("Human vs model", _coverage_note(report), _note(HUMAN_VS_MODEL_NOTE),
+                 _bootstrap_note(report),
                  _table(_shown(comparison, ["dimension", "n", "pearson", "pearson_p",
                                             "spearman", "spearman_p", "mse", "bias"])),
                  scatter_plot(report.paired)),
@@ -362,6 +442,7 @@ def render_html(report: Report) -> str:
                   f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
                   f"{tally.ground_truth} ground-truth annotations used as reference."),
         ),
+        _audit_section(report),
         *_agreement_sections(report),
         *_model_sections(report),
     ]
@@ -389,3 +470,97 @@ def render_html(report: Report) -> str:
         f"<style>{_STYLE}</style></head><body><h1>Sotopia human evaluation report</h1>"
         f"{body}</body></html>\n"
     )
+
+
+# --- one public call per input ---------------------------------------------------------------
+
+_REFERENCE_COLUMNS = {"episode_id", "agent", "dimension", "score"}
+
+
+def read_reference(path: Path) -> pd.DataFrame:
+    """Reference ratings: a ``scores_long`` .csv/.parquet of an earlier export, or a Label
+    Studio JSON export (``.json``)."""
+    if path.suffix == ".json":
+        return export_file(path).scores_long
+    try:
+        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except (ValueError, OSError, UnicodeDecodeError) as error:
+        raise InvalidInput([Problem(str(path), "", f"cannot read it as a table: {error}")]) from None
+    missing = _REFERENCE_COLUMNS - set(table.columns)
+    if missing:
+        raise InvalidInput([Problem(
+            str(path), "", f"not a scores_long table (no {', '.join(sorted(missing))}); give "
+            "the scores_long.csv of an earlier export, or a Label Studio JSON export")])
+    return table
+
+
+def _build_and_write(result: ExportResult, out_dir: Path, reference: Path | None,
+                     bootstrap: int, seed: int, raw_csv: bool) -> Report:
+    report = build_report(
+        result.scores_long, result.model_scores, result.tally,
+        read_reference(reference) if reference is not None else None,
+        bootstrap=bootstrap, seed=seed,
+        audit=pd.DataFrame([f.to_dict() for f in result.collection.audit_findings()],
+                           columns=AUDIT_COLUMNS),
+    )
+    report.write(out_dir, raw_csv=raw_csv)
+    return report
+
+
+def report_project(
+    client: LabelStudio, project: str | int, out_dir: Path, *,
+    reference: Path | None = None, with_predictions: bool = False,
+    keep_identities: bool = False, bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+    raw_csv: bool = False, reading: Reading = Reading(), progress: bool = False,
+) -> Report:
+    """The report of a live project (read as ``export_project`` reads it), written to
+    ``out_dir``."""
+    result = export_project(client, project, with_predictions=with_predictions,
+                            keep_identities=keep_identities, reading=reading, progress=progress)
+    return _build_and_write(result, out_dir, reference, bootstrap, seed, raw_csv)
+
+
+def report_file(
+    path: Path, out_dir: Path, *, identities: Mapping[int, str] | None = None,
+    reference: Path | None = None, keep_identities: bool = False,
+    bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, raw_csv: bool = False,
+    reading: Reading = Reading(), progress: bool = False,
+) -> Report:
+    """The report of a Label Studio JSON export file, written to ``out_dir``."""
+    result = export_file(path, identities=identities, keep_identities=keep_identities,
+                         reading=reading, progress=progress)
+    return _build_and_write(result, out_dir, reference, bootstrap, seed, raw_csv)
+
+
+def report_export(
+    folder: Path, out_dir: Path, *, reference: Path | None = None,
+    bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, raw_csv: bool = False,
+) -> Report:
+    """The report of an export folder ``sotopia-ls export`` wrote: nothing is read again from
+    Label Studio. Annotators keep the names that export gave them."""
+    def read(name: str, reader: Callable[[Path], Any]) -> Any:
+        path = folder / name
+        if not path.is_file():
+            raise InvalidInput([Problem(str(folder), "", f"no {name}: not a sotopia-ls export "
+                                        "folder (sotopia-ls export -o FOLDER writes one)")])
+        try:
+            return reader(path)
+        except (ValueError, OSError, TypeError) as error:
+            raise InvalidInput([Problem(str(path), "", f"cannot read it: {error}")]) from None
+
+    summary = read("summary.json", lambda path: json.loads(path.read_text(encoding="utf-8")))
+    tally = read("summary.json", lambda _: Tally(**{
+        name: summary[name] for name in Tally.__dataclass_fields__ if name in summary}))
+    audit = read("audit.jsonl", lambda path: pd.DataFrame(
+        [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()],
+        columns=AUDIT_COLUMNS))
+    report = build_report(
+        read("scores_long.parquet", pd.read_parquet),
+        read("model_scores.csv", lambda path: pd.read_csv(
+            path, dtype={"episode_id": str, "evaluator": str})),
+        tally,
+        read_reference(reference) if reference is not None else None,
+        bootstrap=bootstrap, seed=seed, audit=audit,
+    )
+    report.write(out_dir, raw_csv=raw_csv)
+    return report

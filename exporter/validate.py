@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import ValidationError
 
 from ..dimensions import AGENTS, DIMENSION_KEYS
-from ..labelstudio.results import evaluation_of, predicted_ratings, read_results
+from ..errors import InvalidInput
+from ..errors import Problem as InputProblem
+from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
 from ..scores import Evaluation
 from .chunks import Region
 from .tables import annotation_table
@@ -47,13 +50,55 @@ class ErrorRow:
         return asdict(self)
 
 
-def annotator_of(completed_by: Any, emails: Mapping[int, str]) -> str:
-    """The annotator's email: exports name the user by id, or by a dict carrying the email."""
+@dataclass(frozen=True)
+class Finding:
+    """Something the export saw that a study should not have: a line of ``audit.jsonl``.
+
+    ``kind`` is one of ``AUDIT_KINDS``."""
+
+    kind: str
+    task_id: int | None
+    annotation_id: int | None
+    annotator: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+AUDIT_KINDS: tuple[str, ...] = (
+    "edited_by_another_user", "more_annotations_than_overlap", "repeated_annotator",
+    "episode_in_several_tasks",
+)
+
+
+def _user_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class Author:
+    """Who wrote an annotation: the Label Studio user, the name the exports give them (the
+    stable pseudonym ``annotator-<user id>`` unless identities are kept) and their identity
+    (the email, when known), which only the private map holds."""
+
+    user: int
+    name: str
+    identity: str
+
+
+def author_of(completed_by: Any, settings: Settings) -> Author | None:
+    """The author an annotation's ``completed_by`` names (a user id, or an object with the id
+    and email), or None when it names no user."""
+    email = None
     if isinstance(completed_by, dict):
-        return str(completed_by.get("email") or completed_by.get("id") or "")
-    if completed_by is None:
-        return ""
-    return emails.get(int(completed_by), f"user-{completed_by}")
+        completed_by, email = completed_by.get("id"), completed_by.get("email")
+    user = _user_id(completed_by)
+    if user is None:
+        return None
+    identity = str(email or settings.identities.get(user) or "")
+    name = identity if settings.keep_identities and identity else f"annotator-{user}"
+    return Author(user, name, identity)
 
 
 @dataclass
@@ -90,7 +135,11 @@ class Settings:
     """What validating a chunk needs besides its bytes (handed to each worker once)."""
 
     origin: str
-    emails: Mapping[int, str] = field(default_factory=dict)
+    # user id → email, where known; exports show them only when ``keep_identities``.
+    identities: Mapping[int, str] = field(default_factory=dict)
+    keep_identities: bool = False
+    # The project's annotations per task, where known: more is an audit finding.
+    overlap: int | None = None
     # task id → {"result", "model_version"}: model scores of tasks without a stored evaluation.
     predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
     # Known after a first reading, when an episode is in several tasks (``Collection``):
@@ -116,6 +165,9 @@ class Part:
     data: dict[str, Data] = field(default_factory=dict)  # type: ignore[valid-type]
     # (episode, task, annotator, annotation) of each exported annotation.
     keys: list[tuple[str, int, str, int]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    # name in the exports → identity, of every annotator seen.
+    identities: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,6 +179,8 @@ class Collection:
     errors: list[ErrorRow] = field(default_factory=list)
     model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
     keys: list[tuple[str, int, str, int]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    identities: dict[str, str] = field(default_factory=dict)
 
     def add(self, part: Part) -> None:
         self.tally.add(part.tally)
@@ -136,6 +190,21 @@ class Collection:
         for episode, rows in part.model_rows.items():
             self.model_rows.setdefault(episode, rows)
         self.keys.extend(part.keys)
+        self.findings.extend(part.findings)
+        self.identities.update(part.identities)
+
+    def audit_findings(self) -> list[Finding]:
+        """Every finding, and one for each episode found in several tasks."""
+        return self.findings + [
+            Finding("episode_in_several_tasks", tasks[0], None, "",
+                    f"episode {episode} is in tasks {', '.join(map(str, tasks))}")
+            for episode, tasks in self.several_tasks().items()
+        ]
+
+    def audit(self) -> dict[str, int]:
+        """How many findings of each kind."""
+        findings = self.audit_findings()
+        return {kind: sum(f.kind == kind for f in findings) for kind in AUDIT_KINDS}
 
     def several_tasks(self) -> dict[str, list[int]]:
         """``episode → its task ids`` for every episode found in more than one task."""
@@ -247,18 +316,8 @@ def _keep_latest_per_annotator(task_rows: list[dict[str, Any]], part: Part) -> l
     for row in sorted(task_rows, key=lambda r: r["annotation_id"] or 0):
         earlier = latest.get(row["annotator_id"])
         if earlier is not None:
-            part.tally.duplicates += 1
-            part.tally.rejected += 1
-            part.errors.append(
-                ErrorRow(
-                    earlier["task_id"],
-                    earlier["annotation_id"],
-                    earlier["annotator_id"],
-                    "",
-                    f"duplicate: the same annotator also submitted annotation "
-                    f"{row['annotation_id']} on this task; only the latest is kept",
-                )
-            )
+            _refuse_repeat(earlier, f"duplicate: the same annotator also submitted annotation "
+                           f"{row['annotation_id']} on this task; only the latest is kept", part)
         latest[row["annotator_id"]] = row
     return sorted(latest.values(), key=lambda row: row["annotation_id"] or 0)
 
@@ -267,6 +326,48 @@ def _latest_prediction(task: Task, settings: Settings) -> Any:
     """The task's prediction: fetched separately, or inline in exports that expand them."""
     inline = [p for p in task.predictions if isinstance(p, dict)]
     return settings.predictions.get(task.id) or (inline[-1] if inline else None)
+
+
+def _identifier_problems(task: Task, annotation: Annotation, author: Author | None
+                         ) -> list[Problem]:
+    """What keeps an annotation from being told apart: ids that are not numbers, no author,
+    flags that are not true or false (``"false"`` is not false)."""
+    problems = []
+    if _user_id(task.id) is None:
+        problems.append(("task.id", f"not a task id: {shown(task.id)}"))
+    if _user_id(annotation.id) is None:
+        problems.append(("id", f"not an annotation id: {shown(annotation.id)}"))
+    if author is None:
+        problems.append(("completed_by", f"not a user: {shown(annotation.completed_by)}"))
+    for flag in ("was_cancelled", "ground_truth"):
+        value = getattr(annotation, flag)
+        if value is not None and not isinstance(value, bool):
+            problems.append((flag, f"not true or false: {shown(value)}"))
+    return problems
+
+
+# Label Studio records as ``updated_by`` whoever created an annotation on someone's behalf
+# (an owner's script, the study gateway) in the same save: only a later save is an edit.
+_EDIT_AFTER = timedelta(seconds=1)
+
+
+def _moment(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _audit(task: Task, annotation: Annotation, author: Author, part: Part) -> None:
+    """Findings about one annotation: saved again later by someone who is not its author."""
+    editor = _user_id(annotation.updated_by)
+    created, updated = _moment(annotation.created_at), _moment(annotation.updated_at)
+    if (editor is not None and editor != author.user and created and updated
+            and updated - created > _EDIT_AFTER):
+        part.findings.append(Finding(
+            "edited_by_another_user", task.id, annotation.id, author.name,
+            f"saved again by annotator-{editor} at {annotation.updated_at}, not by its author",
+        ))
 
 
 def add_task(part: Part, task: Task, settings: Settings) -> None:
@@ -278,12 +379,23 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
     episode_id = str(data.episode_id or "")
     task_rows: list[dict[str, Any]] = []
     shared = _task_columns(task, episode_id)
+    submitted = 0
     for annotation in task.annotations:
         tally.total += 1
-        annotator = annotator_of(annotation.completed_by, settings.emails)
+        author = author_of(annotation.completed_by, settings)
+        annotator = author.name if author else ""
+        problems = _identifier_problems(task, annotation, author)
+        if problems:
+            tally.rejected += 1
+            part.errors.extend(ErrorRow(_user_id(task.id), _user_id(annotation.id), annotator,
+                                        name, reason) for name, reason in problems)
+            continue
+        part.identities[author.name] = author.identity
         if annotation.was_cancelled:
             tally.cancelled += 1
             continue
+        submitted += 1
+        _audit(task, annotation, author, part)
         fields, problems = read_results(annotation.result)
         if not episode_id:
             problems.insert(0, ("episode_id", "the task data has no episode_id"))
@@ -297,6 +409,11 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
         fields.update(shared)
         fields.update(_annotation_columns(annotation, annotator))
         task_rows.append(fields)
+    if settings.overlap is not None and submitted > settings.overlap:
+        part.findings.append(Finding(
+            "more_annotations_than_overlap", task.id, None, "",
+            f"{submitted} submitted annotations; the project asks for {settings.overlap}",
+        ))
     if not task_rows:
         return
     if episode_id not in part.data:
@@ -318,14 +435,20 @@ def _superseded(row: dict[str, Any], settings: Settings, part: Part) -> bool:
     later = settings.superseded.get(row["annotation_id"])
     if later is None:
         return False
+    _refuse_repeat(row, f"duplicate: the same annotator also annotated episode "
+                   f"{row['episode_id']} in another task (annotation {later}); only the latest "
+                   "is kept", part)
+    return True
+
+
+def _refuse_repeat(row: dict[str, Any], reason: str, part: Part) -> None:
+    """An annotator's earlier rating of an episode they rated again: refused, and audited."""
     part.tally.duplicates += 1
     part.tally.rejected += 1
-    part.errors.append(ErrorRow(
-        row["task_id"], row["annotation_id"], row["annotator_id"], "",
-        f"duplicate: the same annotator also annotated episode {row['episode_id']} in another "
-        f"task (annotation {later}); only the latest is kept",
-    ))
-    return True
+    part.errors.append(ErrorRow(row["task_id"], row["annotation_id"], row["annotator_id"], "",
+                                reason))
+    part.findings.append(Finding("repeated_annotator", row["task_id"], row["annotation_id"],
+                                 row["annotator_id"], reason))
 
 
 def validate_chunk(chunk: bytes | Region, settings: Settings) -> Part:
@@ -333,7 +456,12 @@ def validate_chunk(chunk: bytes | Region, settings: Settings) -> Part:
     if isinstance(chunk, Region):
         chunk = chunk.read()
     part = Part(size=len(chunk))
-    for task in decode_tasks(chunk, settings.origin):
+    try:
+        tasks = decode_tasks(chunk, settings.origin)
+    except RecursionError:
+        raise InvalidInput([InputProblem(settings.origin, "", "not a Label Studio JSON export: "
+                                         "nested too deeply to read")]) from None
+    for task in tasks:
         add_task(part, task, settings)
     part.table = annotation_table(part.rows)
     return part

@@ -9,6 +9,7 @@ field by field (``_repaired``), so one odd result costs its annotation, not the 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -22,11 +23,13 @@ from ..labelstudio.tasks import AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, ag
 class Annotation(Struct, gc=False):
     id: Any = None
     completed_by: Any = None
+    updated_by: Any = None
     result: list[Result] = []
     was_cancelled: Any = False
     ground_truth: Any = False
     lead_time: Any = None
     created_at: Any = None
+    updated_at: Any = None
     # The prediction shown to the annotator ({} when none was pre-filled).
     prediction: Any = None
 
@@ -84,7 +87,17 @@ def _task(raw: msgspec.Raw, origin: str) -> Task:
     try:
         return _TASK.decode(raw)
     except msgspec.ValidationError:
-        return _repaired(msgspec.json.decode(raw), origin)
+        # The standard library reads what msgspec will not (1e400, a number of thousands of
+        # digits); such a value then fails validation with a reason, not the whole export.
+        return _repaired(json.loads(bytes(raw), parse_int=_integer), origin)
+
+
+def _integer(text: str) -> int | str:
+    """An integer, or its digits as text when Python refuses to make so long a number."""
+    return int(text) if len(text) <= _INTEGER_DIGITS else text
+
+
+_INTEGER_DIGITS = 4000
 
 
 def _converted(raw: Any, kind: type) -> Any:
@@ -100,12 +113,14 @@ def _repaired(raw: Any, origin: str) -> Task:
     where = f"task {raw.get('id')}"
 
     def listed(name: str) -> list[Any]:
-        value = raw.get(name) or []
+        value = raw.get(name)
+        if value is None:
+            return []
         if not isinstance(value, list):
             raise InvalidInput([Problem(origin, where, f"{name} is not a list")])
         return value
 
-    data = raw.get("data") or {}
+    data = raw.get("data", {})
     if not isinstance(data, dict):
         raise InvalidInput([Problem(origin, where, "data is not an object")])
     turns = data.get(DIALOGUE)

@@ -7,7 +7,10 @@
     scores_wide.csv       the oTree *_final.csv layout
     model_scores.csv      the episodes' stored model evaluation, for the report
     errors.jsonl          every refused annotation: task, annotation, annotator, field, reason
-    summary.json          the counts that account for every annotation
+    audit.jsonl           what a study should not have: edits by others, repeated annotators,
+                          more annotations than the overlap, episodes in several tasks
+    summary.json          the counts that account for every annotation, and the audit's
+    annotator_identities.csv   pseudonym → identity (email): private (mode 0600), not to share
 
 The first five grow a chunk at a time (``Outputs.add``); the rest are written once every
 chunk is in (``Outputs.finish``).
@@ -16,10 +19,12 @@ chunk is in (``Outputs.finish``).
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 import pandas as pd
@@ -38,26 +43,36 @@ OUTPUT_FILES: tuple[str, ...] = (
     "scores_wide.csv",
     "model_scores.csv",
     "errors.jsonl",
+    "audit.jsonl",
     "summary.json",
+    "annotator_identities.csv",
 )
 _HEADERS = {"scores_long.csv": csv_header(LONG_COLUMNS),
             "scores_wide.csv": csv_header(WIDE_COLUMNS)}
 
 
-def write_csv(df: pd.DataFrame, path: Path) -> None:
+def write_csv(df: pd.DataFrame, path: Path, raw: bool = False) -> None:
     """``df`` as CSV (quoted only where needed), through Arrow."""
     import pyarrow as pa
 
-    path.write_bytes(csv_header(df.columns) + csv_rows(pa.Table.from_pandas(df, preserve_index=False)))
+    path.write_bytes(csv_header(df.columns)
+                     + csv_rows(pa.Table.from_pandas(df, preserve_index=False), raw))
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> None:
+    with path.open("wb") as out:
+        for record in records:
+            out.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
 
 
 class Outputs:
     """The output files of one export, open in ``folder`` until ``close``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, raw_csv: bool = False) -> None:
         import pyarrow.parquet as pq
 
         self.folder = folder
+        self.raw_csv = raw_csv
         self._held: list[tuple[dict, dict]] = []
         self._stack = ExitStack()
         self._files: dict[str, IO[bytes]] = {}
@@ -82,13 +97,24 @@ class Outputs:
             rows, records = zip(*self._held)
             self._files["episodes.jsonl"].write(jsonl(episode_records(rows, records)))
         self._stack.close()
-        write_csv(model_scores, self.folder / "model_scores.csv")
-        with (self.folder / "errors.jsonl").open("wb") as errors:
-            for error in collection.errors:
-                errors.write(orjson.dumps(error.to_dict(), option=orjson.OPT_APPEND_NEWLINE))
+        write_csv(model_scores, self.folder / "model_scores.csv", self.raw_csv)
+        write_jsonl((error.to_dict() for error in collection.errors), self.folder / "errors.jsonl")
+        write_jsonl((finding.to_dict() for finding in collection.audit_findings()),
+                    self.folder / "audit.jsonl")
         tally = collection.tally
-        summary = asdict(tally) | {"balanced": tally.balanced}
+        summary = asdict(tally) | {"balanced": tally.balanced, "audit": collection.audit(),
+                                   "episodes_in_several_tasks": collection.several_tasks()}
         (self.folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_identities(collection.identities, self.folder / "annotator_identities.csv",
+                         self.raw_csv)
 
     def close(self) -> None:
         self._stack.close()
+
+
+def write_identities(identities: dict[str, str], path: Path, raw: bool = False) -> None:
+    """The pseudonym → identity map, readable by its owner only: it undoes the pseudonyms."""
+    frame = pd.DataFrame(sorted(identities.items()), columns=["annotator_id", "identity"])
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.close(descriptor)
+    write_csv(frame, path, raw)

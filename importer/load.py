@@ -20,7 +20,7 @@ from .formats import FORMATS, PARSERS, detect_format
 from .otree_csv import FORMAT as OTREE_CSV
 from .otree_csv import RowsByEpisode
 from .records import RecordError, record_id
-from .sources import Raw, files_in, label_records, read_file
+from .sources import READERS, Raw, files_in, label_records, read_file
 
 
 @dataclass
@@ -35,7 +35,9 @@ class LoadResult:
     problems: list[Problem] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
-    _seen: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    # episode id → (what an annotator would be shown, where it was first read)
+    _seen: dict[str, tuple[tuple[object, ...], str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def raise_on_problems(self) -> None:
         """Raise ``InvalidInput`` with every problem, if there is any."""
@@ -43,12 +45,26 @@ class LoadResult:
             raise InvalidInput(self.problems)
 
     def _add(self, episode: Episode, source: str) -> None:
+        """Keep the first episode of each id. The same id again is a duplicate, unless the
+        same format gives it other content: that is a conflict (which one is meant?). Two
+        formats may render one episode differently (the oTree app's CSV lost parts of some),
+        so across formats the first one read stays."""
         self.counts[source] = self.counts.get(source, 0) + 1
-        if episode.id in self._seen:
+        shown = (episode.source.format, episode.scenario, episode.agents, episode.turns)
+        where = f"{episode.source.file} [{episode.source.record}]".replace(" []", "")
+        if episode.id not in self._seen:
+            self._seen[episode.id] = (shown, where)
+            self.episodes.append(episode)
+            return
+        first, first_where = self._seen[episode.id]
+        if shown == first or shown[0] != first[0]:
             self.duplicates += 1
             return
-        self._seen.add(episode.id)
-        self.episodes.append(episode)
+        self.problems.append(Problem(
+            file=episode.source.file, record=episode.source.record or episode.id,
+            reason=f"conflict: episode {episode.id} was read before from {first_where} with "
+            "other content (scenario, agents or dialogue); give each episode its own id",
+        ))
 
 
 def load_episodes(paths: Iterable[str | Path], format: str | None = None) -> LoadResult:
@@ -62,14 +78,39 @@ def load_episodes(paths: Iterable[str | Path], format: str | None = None) -> Loa
         paths = [paths]
     result = LoadResult()
     for path in map(Path, paths):
-        if not path.exists():
-            result.problems.append(
-                Problem(file=str(path), record="", reason="no such file or folder")
-            )
+        if not path.exists() or not (path.is_file() or path.is_dir()):
+            reason = "no such file or folder" if not path.exists() else \
+                "not a regular file or folder (a pipe or a device?)"
+            result.problems.append(Problem(file=str(path), record="", reason=reason))
             continue
-        for file in files_in(path):
-            _collect(read_file(file), format, str(file), str(file.parent), result)
+        files, dead = files_in(path)
+        for link in dead:
+            result.problems.append(Problem(file=str(link), record="",
+                                           reason="a symbolic link that leads nowhere or in a loop"))
+        if not files and path.is_dir():
+            accepted = ", ".join(READERS)
+            result.problems.append(Problem(file=str(path), record="",
+                                           reason=f"holds no {accepted} file"))
+        for file in files:
+            records = _counted(read_file(file))
+            _collect(records, format, str(file), str(file.parent), result)
+            if not records.count:
+                result.problems.append(Problem(file=str(file), record="",
+                                               reason="empty: holds no record"))
     return result
+
+
+class _counted:
+    """An iterator of records that counts what it hands out."""
+
+    def __init__(self, records: Iterator[Raw]) -> None:
+        self.records = records
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Raw]:
+        for record in self.records:
+            self.count += 1
+            yield record
 
 
 def episodes_from_records(

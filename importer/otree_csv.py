@@ -61,6 +61,10 @@ class OTreeCsvRow(BaseModel):
             raise ValueError(
                 f"not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
             ) from None
+        except RecursionError:
+            raise ValueError("not valid JSON (nested too deeply to read)") from None
+        except ValueError as error:  # a number of thousands of digits
+            raise ValueError(f"not valid JSON ({str(error).split(':')[0]})") from None
 
 
 def parse_otree_csv_row(record: Mapping[str, Any], file: str = "", label: str = "") -> Episode:

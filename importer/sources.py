@@ -22,17 +22,20 @@ Raw = tuple[str, Mapping[str, Any] | RecordError]
 CSV_CHUNK_ROWS = 200
 
 
-def files_in(path: Path) -> list[Path]:
-    """``path`` itself, or every readable file under a folder (hidden ones skipped), sorted."""
+def files_in(path: Path) -> tuple[list[Path], list[Path]]:
+    """``path`` itself, or every readable file under a folder (hidden ones skipped), sorted;
+    and the symbolic links met on the way that lead nowhere or in a loop."""
     if path.is_file():
-        return [path]
-    return sorted(
-        found
-        for found in path.rglob("*")
-        if found.is_file()
-        and found.suffix.lower() in READERS
-        and not any(part.startswith(".") for part in found.relative_to(path).parts)
-    )
+        return [path], []
+    found, dead = [], []
+    for entry in path.rglob("*"):
+        if any(part.startswith(".") for part in entry.relative_to(path).parts):
+            continue
+        if entry.is_symlink() and not entry.exists():
+            dead.append(entry)
+        elif entry.is_file() and entry.suffix.lower() in READERS:
+            found.append(entry)
+    return sorted(found), sorted(dead)
 
 
 def read_json(path: Path) -> Iterator[Raw]:
@@ -49,6 +52,9 @@ def read_json(path: Path) -> Iterator[Raw]:
             yield from read_jsonl(path)
         else:
             yield "", _invalid_json(error)
+        return
+    except (RecursionError, ValueError) as error:
+        yield "", _unreadable_json(error)
         return
     if isinstance(value, list):
         for index, item in enumerate(value):
@@ -69,6 +75,8 @@ def read_jsonl(path: Path) -> Iterator[Raw]:
                     yield f"line {number}", _as_record(json.loads(line))
                 except json.JSONDecodeError as error:
                     yield f"line {number}", _invalid_json(error, line=number)
+                except (RecursionError, ValueError) as error:
+                    yield f"line {number}", _unreadable_json(error)
     except (OSError, UnicodeDecodeError) as error:
         yield f"line {number + 1}", RecordError(f"cannot read the file from here on: {error}")
 
@@ -123,6 +131,14 @@ def _as_record(value: Any) -> Mapping[str, Any] | RecordError:
 def _json_type(value: Any) -> str:
     names = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
     return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _unreadable_json(error: RecursionError | ValueError) -> RecordError:
+    """JSON the standard library refuses although it is well formed: nested thousands of
+    levels deep, or a number of thousands of digits."""
+    if isinstance(error, RecursionError):
+        return RecordError("invalid JSON: nested too deeply to read")
+    return RecordError(f"invalid JSON: {str(error).split(':')[0]}")
 
 
 def _invalid_json(error: json.JSONDecodeError, line: int | None = None) -> RecordError:

@@ -21,7 +21,7 @@ import click
 from packaging.requirements import Requirement
 
 from ..labelstudio.client import connect, find_project, register_backend, request_predictions, set_prefill
-from ..errors import SotopiaLSError
+from ..errors import SotopiaLSError, keep_secret
 from ..options import server_options
 from . import AUTH_ENV, PROVIDERS, is_loopback, open_host_refusal
 
@@ -204,6 +204,7 @@ def connect_command(
         sotopia-ls connect --project "Sotopia human evaluation" --retrieve --prefill
     """
     user, password = (os.getenv(name, "") for name in AUTH_ENV)
+    keep_secret(password)
     try:
         client = connect(url, api_key)
         target = find_project(client, project)

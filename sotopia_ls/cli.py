@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -16,11 +19,12 @@ from .config import (
     labeling_config_is_current,
     write_labeling_config,
 )
-from .errors import InvalidInput, SotopiaLSError
+from .errors import InvalidInput, redacted
+from .folders import replaced_folder, write_file
 from .exporter.commands import export_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
 from .labelstudio import server
-from .labelstudio.client import connect
+from .labelstudio.client import connect, invite_links
 from .labelstudio.push import (
     DEFAULT_BATCH_SIZE,
     PushReport,
@@ -28,14 +32,11 @@ from .labelstudio.push import (
     import_episodes,
     write_tasks,
 )
+from .ml_backend import is_loopback
 from .ml_backend.commands import connect_command, ml_backend_command
-from .options import server_options
+from .options import failures_as_messages, server_options
 
 DEFAULT_TITLE = "Sotopia human evaluation"
-
-
-def _fail_on(error: SotopiaLSError) -> click.ClickException:
-    return click.ClickException(str(error))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,10 +72,10 @@ def config_command(output: Path, check: bool, instructions: Path | None) -> None
             raise click.ClickException(f"{output} is out of date: run sotopia-ls config")
         click.echo(f"{output} is up to date")
         return
-    click.echo(f"wrote {write_labeling_config(output)}")
-    if instructions is not None:
-        instructions.write_text(instructions_html(), encoding="utf-8")
-        click.echo(f"wrote {instructions}")
+    with failures_as_messages():
+        click.echo(f"wrote {write_labeling_config(output)}")
+        if instructions is not None:
+            click.echo(f"wrote {write_file(instructions, instructions_html())}")
 
 
 def _echo_load(result: LoadResult) -> None:
@@ -88,9 +89,7 @@ def _echo_load(result: LoadResult) -> None:
 
 
 def _write_rejects(path: Path, result: LoadResult) -> None:
-    with path.open("w", encoding="utf-8") as out:
-        for problem in result.problems:
-            out.write(json.dumps(problem.__dict__) + "\n")
+    write_file(path, "".join(json.dumps(problem.__dict__) + "\n" for problem in result.problems))
 
 
 def _echo_repairs(report: PushReport) -> None:
@@ -122,7 +121,7 @@ def _echo_push(report: PushReport, url: str) -> None:
         + (f"; {report.with_predictions} with predictions" if report.with_predictions else "")
     )
     _echo_repairs(report)
-    click.echo(f"project: {url.rstrip('/')}/projects/{report.project_id}/data")
+    click.echo(f"project: {redacted(url).rstrip('/')}/projects/{report.project_id}/data")
 
 
 @main.command("import")
@@ -197,29 +196,24 @@ def import_command(
     """
     if dry_run and output is None:
         raise click.UsageError("--dry-run needs -o/--output for the task file")
-    try:
+    with failures_as_messages():
         result = load_episodes(paths, format=format_)
-    except SotopiaLSError as error:
-        raise _fail_on(error) from error
-    _echo_load(result)
-    if result.problems:
-        if not skip_invalid:
-            raise _fail_on(InvalidInput(result.problems))
-        _write_rejects(rejects, result)
-        click.echo(f"wrote {len(result.problems)} rejected record(s) to {rejects}")
-    if dry_run:
-        count = write_tasks(result.episodes, output, with_predictions=with_predictions)
-        click.echo(f"wrote {count} task(s) to {output}")
-        return
-    try:
+        _echo_load(result)
+        if result.problems:
+            if not skip_invalid:
+                raise InvalidInput(result.problems)
+            _write_rejects(rejects, result)
+            click.echo(f"wrote {len(result.problems)} rejected record(s) to {rejects}")
+        if dry_run:
+            count = write_tasks(result.episodes, output, with_predictions=with_predictions)
+            click.echo(f"wrote {count} task(s) to {output}")
+            return
         client = connect(url, api_key)
         target, created, report = import_episodes(
             client, result.episodes, project=project, title=title,
             annotations_per_task=annotations_per_task, with_predictions=with_predictions,
             batch_size=batch_size,
         )
-    except SotopiaLSError as error:
-        raise _fail_on(error) from error
     if created:
         click.echo(f"created project {target.id} {target.title!r}")
     _echo_push(report, url or "")
@@ -245,10 +239,8 @@ def check_command(url: str | None, api_key: str | None, project: str, repair: bo
 
         sotopia-ls check --project 3 --no-repair
     """
-    try:
+    with failures_as_messages():
         project_id, copies = check_project(connect(url, api_key), project, repair=repair)
-    except SotopiaLSError as error:
-        raise _fail_on(error) from error
     if not copies.surplus and not copies.worked_on:
         click.echo(f"project {project_id}: every episode is in exactly one task")
     if copies.surplus:
@@ -264,8 +256,8 @@ def check_command(url: str | None, api_key: str | None, project: str, repair: bo
     "--data-dir", type=click.Path(file_okay=False, path_type=Path),
     default=Path("var") / "label-studio", show_default=True,
     envvar="SOTOPIA_LS_DATA_DIR", show_envvar=True,
-    help="Label Studio's SQLite database, files and the demo login; kept between runs. "
-    "Relative to the current folder.",
+    help="Label Studio's SQLite database, files and the demo login; kept between runs, "
+    "private to you. Relative to the current folder.",
 )
 @click.option("--host", default=server.DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
@@ -274,51 +266,108 @@ def check_command(url: str | None, api_key: str | None, project: str, repair: bo
     help="Title of the demo project (reused when it exists).",
 )
 @click.option(
+    "--allow-local-backends", is_flag=True,
+    help="Let Label Studio call a pre-annotation backend on 127.0.0.1 or a private address "
+    "(its guard against that is on by default). Only with a loopback --host.",
+)
+@click.option(
+    "--task-lock-minutes", type=click.IntRange(min=1), default=60, show_default=True,
+    help="How long a task opened in the label stream stays reserved for its annotator "
+    "(Label Studio's own default is a day, which stalls abandoned tasks).",
+)
+@click.option(
     "--serve/--no-serve", default=True, show_default=True,
-    help="Keep the server running until Ctrl-C, or stop it once the project is ready.",
+    help="Keep the server running until Ctrl-C (or SIGTERM, SIGHUP), or stop it once the "
+    "project is ready.",
 )
 def up_command(
-    paths: tuple[Path, ...], data_dir: Path, host: str, port: int, title: str, serve: bool
+    paths: tuple[Path, ...], data_dir: Path, host: str, port: int, title: str,
+    allow_local_backends: bool, task_lock_minutes: int, serve: bool,
 ) -> None:
     """Start a local Label Studio with a ready-to-annotate demo project.
 
-    Starts Label Studio on SQLite (loopback only by default), creates the login on first
-    run, creates the project with the generated labeling config, imports the sample
-    episodes shipped with the package (or PATHS), and prints the address and login.
+    Starts Label Studio on SQLite (loopback only by default, signup closed but for the invite
+    link), creates the login on first run, creates the project with the generated labeling
+    config, imports the sample episodes shipped with the package (or PATHS), and prints the
+    address and login. Label Studio stops with this command, however it is stopped.
 
     Example:
 
         sotopia-ls up --port 8080
+
+        sotopia-ls up --allow-local-backends     # then: sotopia-ls ml-backend, sotopia-ls connect
     """
+    if allow_local_backends and not is_loopback(host):
+        raise click.UsageError("--allow-local-backends is only for a server bound to a loopback "
+                               "address: elsewhere it lets anyone make Label Studio call your "
+                               "private network")
     paths = paths or samples.DEMO
-    credentials = server.Credentials.load_or_create(data_dir / "credentials.json")
-    try:
+    with failures_as_messages():
+        credentials = server.Credentials.load_or_create(data_dir / "credentials.json")
         result = load_episodes(paths)
         _echo_load(result)
         result.raise_on_problems()
         click.echo(f"starting Label Studio on http://{host}:{port} (first start takes a minute)…")
-        running = server.start(data_dir, credentials, host=host, port=port)
-    except SotopiaLSError as error:
-        raise _fail_on(error) from error
-    with running:
-        try:
-            client = connect(running.url, credentials.api_key)
-            _, _, report = import_episodes(client, result.episodes, title=title)
-        except SotopiaLSError as error:
-            raise _fail_on(error) from error
-        _echo_push(report, running.url)
-        click.echo(
-            f"\nLabel Studio is ready: {running.url}\n"
-            f"  login:    {credentials.username}\n"
-            f"  password: {credentials.password}\n"
-            f"  (kept in {data_dir / 'credentials.json'})"
-        )
-        if serve:
-            click.echo("Press Ctrl-C to stop.")
-            try:
-                running.process.wait()
-            except KeyboardInterrupt:
-                click.echo("stopping…")
+        with _stopped_by_signals():
+            running = server.start(data_dir, credentials, host=host, port=port,
+                                   allow_local_ml_backends=allow_local_backends,
+                                   task_lock_minutes=task_lock_minutes)
+            with running:
+                client = connect(running.url, credentials.api_key)
+                target, _, report = import_episodes(client, result.episodes, title=title)
+                _echo_push(report, running.url)
+                click.echo(
+                    f"\nLabel Studio is ready: {running.url}\n"
+                    f"  login:    {credentials.username}\n"
+                    f"  password: {credentials.password}\n"
+                    f"  (kept in {data_dir / 'credentials.json'}, with the API key)\n"
+                    f"  colleagues: sotopia-ls annotators --project {target.id}"
+                )
+                if serve:
+                    click.echo("Press Ctrl-C to stop.")
+                    try:
+                        running.process.wait()
+                    except KeyboardInterrupt:
+                        click.echo("stopping…")
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the command as Ctrl-C does, so that what it started is stopped
+    on the way out, not left running on its port."""
+    def interrupt(number: int, _: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt)
+                for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+@main.command("annotators")
+@server_options
+@click.option("--project", help="Id or exact title of a project: also print its label-stream "
+              "link, which lands a new annotator straight in the queue.")
+def annotators_command(url: str | None, api_key: str | None, project: str | None) -> None:
+    """Print the link that lets colleagues join the organization as annotators.
+
+    Label Studio's signup is closed except through this link (sotopia-ls up closes it); with
+    --project, the link sends a new annotator straight into that project's label stream.
+    What an annotator can see and do in Label Studio Community: README, "Add annotators".
+
+    Example:
+
+        sotopia-ls annotators --project "Pilot study"
+    """
+    with failures_as_messages():
+        client = connect(url, api_key)
+        links = invite_links(client, url or "", project)
+    click.echo(f"invite link (anyone holding it can sign up): {links.invite}")
+    if links.stream:
+        click.echo(f"label-stream link for project {links.project_id}: {links.stream}")
 
 
 @main.command("samples")
@@ -336,12 +385,9 @@ def samples_command(destination: Path) -> None:
 
         sotopia-ls samples my-samples && sotopia-ls import my-samples --dry-run -o tasks.json
     """
-    if destination.exists() and any(destination.iterdir()):
-        raise click.ClickException(f"{destination} exists and is not empty; name a new folder")
-    shutil.copytree(
-        samples.SAMPLES, destination, dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("__init__.py", "__pycache__"),
-    )
+    with failures_as_messages(), replaced_folder(destination, lambda name: False) as staging:
+        shutil.copytree(samples.SAMPLES, staging, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
     click.echo(f"copied the Sotopia samples to {destination}/ (see its README.md)")
 
 

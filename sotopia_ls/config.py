@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .dimensions import AGENTS, DIMENSIONS, RUBRIC, Dimension, Example, rating_name, reasoning_name
 from .errors import InvalidLabelingConfig
+from .folders import write_file
 from .labelstudio.tasks import DIALOGUE, agent_field
 
 LABELING_CONFIG_FILE = "labeling_config.xml"
@@ -324,9 +325,8 @@ def _rationale_problems(name: str, found: dict[str, Control]) -> list[str]:
 
 
 def write_labeling_config(path: Path) -> Path:
-    """Write the generated config to ``path`` (the repository keeps it checked in)."""
-    path.write_text(labeling_config(), encoding="utf-8")
-    return path
+    """Write the generated config to ``path``, whole or not at all."""
+    return write_file(path, labeling_config())
 
 
 def labeling_config_is_current(path: Path) -> bool:

@@ -15,7 +15,27 @@ boundary (``sotopia_ls.client``) and chained with ``from``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# Keys and passwords the package was handed this run; no message may carry them.
+_SECRETS: set[str] = set()
+# The credentials part of a URL: http://user:password@host
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def keep_secret(secret: str) -> None:
+    """From now on, ``secret`` is cut out of every message of this package."""
+    if secret.strip():
+        _SECRETS.add(secret)
+        _SECRETS.add(secret.strip())
+
+
+def redacted(text: str) -> str:
+    """``text`` without any secret handed to the package and without URL credentials."""
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return _URL_CREDENTIALS.sub("***@", text)
 
 
 @dataclass(frozen=True)
@@ -34,7 +54,11 @@ class Problem:
 
 
 class SotopiaLSError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose; its message is never a secret's
+    carrier (``redacted``)."""
+
+    def __str__(self) -> str:
+        return redacted(super().__str__())
 
 
 class InvalidInput(SotopiaLSError):

@@ -1,4 +1,4 @@
-"""Output folders replaced as one unit, or left exactly as they were.
+"""Outputs replaced as one unit, or left exactly as they were: folders and single files.
 
 ``replaced_folder(target)`` hands out a staging folder beside ``target``; when the block ends
 without an error the staging folder takes ``target``'s place by two renames, else it is
@@ -71,6 +71,7 @@ def replaced_folder(target: Path, owns: Callable[[str], bool]) -> Iterator[Path]
     command wrote; any other entry stops the run before anything is written.
     """
     target = target.absolute()
+    _check_folder_for(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with _locked(target.parent):
         _clean_leftovers(target)
@@ -88,3 +89,39 @@ def replaced_folder(target: Path, owns: Callable[[str], bool]) -> Iterator[Path]
                 staging.rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_folder_for(path: Path) -> None:
+    """Refuse a path whose nearest existing ancestor is a file: told plainly, before anything
+    is made."""
+    for ancestor in path.parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise SotopiaLSError(f"{ancestor} is a file, not a folder")
+            return
+
+
+def write_file(path: Path, text: str) -> Path:
+    """``text`` as the whole of ``path``: written beside it, then renamed into place, so a
+    failure leaves the old file (or none), never half a new one. Only a regular file is ever
+    replaced: a device or a folder at ``path`` is refused."""
+    path = path.absolute()
+    if path.exists() and not path.is_file():
+        raise SotopiaLSError(f"{path} is not a regular file; give a file to write")
+    _check_folder_for(path)
+    descriptor, partial = tempfile.mkstemp(prefix=f".{path.name}.partial-", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(partial, 0o644 & ~_umask())
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

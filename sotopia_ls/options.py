@@ -1,11 +1,14 @@
-"""Click options shared by the commands of several modules."""
+"""What the commands of several modules share: options, and how a failure is told."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
+
+from .errors import SotopiaLSError
 
 
 def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -22,3 +25,18 @@ def server_options(command: Callable[..., Any]) -> Callable[..., Any]:
         show_envvar=True,
         help="Label Studio address, e.g. http://127.0.0.1:8080.",
     )(command)
+
+
+@contextmanager
+def failures_as_messages() -> Iterator[None]:
+    """The package's errors, and the system's refusals to read or write a path, as one line
+    with a non-zero exit: never a traceback."""
+    try:
+        yield
+    except SotopiaLSError as error:
+        raise click.ClickException(str(error)) from error
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else ""
+        raise click.ClickException(f"{where}{error.strerror or error}") from error
+    except RecursionError as error:
+        raise click.ClickException("the input is nested too deeply to read") from error

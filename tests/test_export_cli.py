@@ -18,14 +18,43 @@ def test_an_export_file_is_exported_without_a_server(export_file, tmp_path):
     assert "read 3 task(s)\n6 annotations = 6 exported + 0 rejected + 0 cancelled" in result.output
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
     wide = pd.read_csv(out / "scores_wide.csv")
-    assert set(wide["prolific_id"]) == {"rater1@lab.test", "rater2@lab.test"}
+    assert set(wide["prolific_id"]) == {"annotator-1", "annotator-2"}
     assert set(wide["model"]) == {"gpt3.5"} and (wide["secret_2"] == -9).sum() == 3
+    # The pseudonyms undone only by the private map.
+    identities = out / "annotator_identities.csv"
+    assert pd.read_csv(identities).to_dict("records") == [
+        {"annotator_id": "annotator-1", "identity": "rater1@lab.test"},
+        {"annotator_id": "annotator-2", "identity": "rater2@lab.test"},
+    ]
+    assert identities.stat().st_mode & 0o777 == 0o600
+    assert not any("@lab.test" in (out / name).read_text() for name in OUTPUT_FILES
+                   if name.endswith((".csv", ".jsonl", ".json")) and name != identities.name)
 
 
-def test_the_report_reads_the_same_file(export_file, tmp_path):
-    result = invoke(report_command, "--from-file", str(export_file), "-o", str(tmp_path))
+def test_identities_are_kept_when_asked(export_file, tmp_path):
+    out = tmp_path / "out"
+    result = invoke(export_command, "--from-file", str(export_file), "-o", str(out),
+                    "--keep-identities")
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "report.html").exists() and (tmp_path / "agreement.csv").exists()
+    assert set(pd.read_csv(out / "scores_long.csv")["annotator_id"]) == {
+        "rater1@lab.test", "rater2@lab.test"}
+
+
+def test_the_report_reads_the_same_file_or_the_export_just_written(export_file, tmp_path):
+    result = invoke(report_command, "--from-file", str(export_file), "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "report.html").exists()
+    assert (tmp_path / "r" / "agreement.csv").exists()
+    exported = tmp_path / "exported"
+    assert invoke(export_command, "--from-file", str(export_file), "-o",
+                  str(exported)).exit_code == 0
+    again = invoke(report_command, "--from-export", str(exported), "-o", str(tmp_path / "r2"),
+                   "--bootstrap", "0")
+    assert again.exit_code == 0, again.output
+    assert "6 annotations = 6 exported" in again.output
+    first = pd.read_csv(tmp_path / "r" / "agreement.csv")
+    second = pd.read_csv(tmp_path / "r2" / "agreement.csv")
+    pd.testing.assert_series_equal(first["alpha"], second["alpha"])
 
 
 @pytest.mark.parametrize(
@@ -35,6 +64,8 @@ def test_the_report_reads_the_same_file(export_file, tmp_path):
         (["--project", "1", "--from-file", "{file}"], "give exactly one of --project"),
         (["--from-file", "{file}", "--model-name", "gpt3.5"], "'gpt3.5' is not TAG=LABEL"),
         (["--project", "1"], "no Label Studio URL: pass --url or set LABEL_STUDIO_URL"),
+        (["--from-file", "{file}", "--with-predictions"], "--with-predictions reads a live"),
+        (["--project", "1", "--overlap", "2"], "--overlap is for --from-file"),
     ],
 )
 def test_usage_errors_say_what_to_do(export_file, tmp_path, args, message):
@@ -42,6 +73,23 @@ def test_usage_errors_say_what_to_do(export_file, tmp_path, args, message):
     result = invoke(export_command, *args, "-o", str(tmp_path / "out"))
     assert result.exit_code != 0 and message in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from-file", "{file}", "--model-name", "a=b"], "No such option '--model-name'"),
+        (["--from-export", "{folder}", "--from-file", "{file}"], "give exactly one of"),
+        (["--from-export", "{folder}", "--keep-identities"], "does nothing with --from-export"),
+        (["--from-export", "{folder}"], "not a sotopia-ls export folder"),
+    ],
+)
+def test_report_options_that_would_do_nothing_are_refused(export_file, tmp_path, args, message):
+    args = [a.replace("{file}", str(export_file)).replace("{folder}", str(tmp_path))
+            for a in args]
+    result = invoke(report_command, *args, "-o", str(tmp_path / "report"))
+    assert result.exit_code != 0 and message in result.output
+    assert not (tmp_path / "report").exists()
 
 
 def test_a_reference_export_qualifies_annotators(export_file, tmp_path):

@@ -59,11 +59,11 @@ def test_the_export_marks_scores_changed_from_the_prefilled_prediction(
     )
 
     long = export_project(ls_client, str(project.id)).scores_long
-    blind = long[long.annotator_id == unprompted.email]
+    blind = long[long.annotator_id == f"annotator-{unprompted.id}"]
     assert blind.prediction_model_version.eq("").all()
     assert blind.predicted_score.isna().all() and blind.changed_from_prediction.isna().all()
 
-    shown = long[long.annotator_id == prompted.email].set_index(["agent", "dimension"])
+    shown = long[long.annotator_id == f"annotator-{prompted.id}"].set_index(["agent", "dimension"])
     assert shown.prediction_model_version.eq("gpt-4").all()
     for (agent, key), row in shown.iterrows():
         assert row.predicted_score == stored[agent][key][1]

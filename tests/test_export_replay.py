@@ -44,7 +44,7 @@ MODEL_LABELS = {
 @dataclass
 class Replay:
     project_id: int
-    rows: pd.DataFrame  # both CSVs, plus the email of the Label Studio user who replayed each row
+    rows: pd.DataFrame  # both CSVs, plus the pseudonym of the Label Studio user who replayed each row
     export: ExportResult
     out: Path
     server_env: dict[str, str]
@@ -66,7 +66,7 @@ def replay(ls_client, label_studio, sample_data, tmp_path_factory) -> Replay:
     tasks = task_ids(ls_client, project.id)
     rows = read_study(sample_data)
     run = uuid.uuid4().hex[:6]
-    emails = []
+    annotators = []
     for number, row in enumerate(rows.to_dict("records")):
         # One Label Studio user per CSV row: the same oTree participant once rated the same
         # episode twice, and both ratings are part of the study.
@@ -76,11 +76,11 @@ def replay(ls_client, label_studio, sample_data, tmp_path_factory) -> Replay:
             id=tasks[row["pk"]], result=row_results(row),
             completed_by=user.id, lead_time=30.0 + number,
         )
-        emails.append(email)
+        annotators.append(f"annotator-{user.id}")
     out = tmp_path_factory.mktemp("replay-export")
     return Replay(
         project_id=project.id,
-        rows=rows.assign(email=emails),
+        rows=rows.assign(annotator=annotators),
         export=export_project(ls_client, project.id, out),
         out=out,
         server_env={"LABEL_STUDIO_URL": label_studio.url,
@@ -92,7 +92,7 @@ def csv_long(rows: pd.DataFrame) -> pd.DataFrame:
     """The CSVs as one row per annotator × agent × dimension, keyed by the replaying user."""
     parts = [
         pd.DataFrame({
-            "episode_id": rows["pk"], "annotator_id": rows["email"], "agent": agent,
+            "episode_id": rows["pk"], "annotator_id": rows["annotator"], "agent": agent,
             "dimension": key, "score": rows[rating_name(key, agent)].astype("int64"),
             "rationale": rows[reasoning_name(key, agent)],
         })
@@ -180,7 +180,7 @@ def test_annotations_jsonl_has_sotopia_rewards_and_reasoning(replay):
     by_annotator = {r["annotator_id"]: r for r in records}
     assert len(by_annotator) == 85
     for _, row in replay.rows.iterrows():
-        record = by_annotator[row["email"]]
+        record = by_annotator[row["annotator"]]
         assert record["episode"] == row["pk"]
         for agent, (overall, scores) in zip(AGENTS, record["rewards"]):
             seven = [int(row[rating_name(key, agent)]) for key in DIMENSION_KEYS]
@@ -206,7 +206,7 @@ def test_scores_wide_has_the_csv_columns_rows_and_values(replay, sample_data, tm
     for name in CSV_FILES:
         assert list(wide.columns) == list(pd.read_csv(sample_data / "human_eval" / name).columns)
     assert len(wide) == len(original)
-    wide = wide.set_index("prolific_id").loc[original["email"]].reset_index()
+    wide = wide.set_index("prolific_id").loc[original["annotator"]].reset_index()
     score_columns = list(wide.columns[5:])
     pd.testing.assert_frame_equal(
         wide[["model", "pk", *score_columns]],
@@ -267,5 +267,5 @@ def test_report_is_one_html_file_with_every_dimension_and_plot(replay, tmp_path)
         if not math.isnan(row["alpha"]):
             assert f"α = {row['alpha']:.3f}" in page
     assert agreement.loc["secret", "low_variance"]
-    assert "Near-constant ratings" in page and "No episode in this export has a stored" in page
+    assert "Near-constant ratings" in page and "No rated episode in this export has a model evaluation" in page
     assert {"annotators.csv", "human_vs_model.csv"} <= {p.name for p in tmp_path.iterdir()}

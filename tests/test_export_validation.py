@@ -8,6 +8,7 @@ one mistake each, one who skips, and an expert whose annotation is marked ground
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,10 @@ def crowd(ls_client, label_studio, sample_data) -> Crowd:
             id=task_id, result=result, completed_by=users[user], lead_time=12.0, **extra
         )
         annotations[label] = created.id
+    # The owner saves bob's annotation again, unchanged, a moment later: what Label Studio
+    # Community lets anyone do to anyone's annotation.
+    time.sleep(1.5)
+    ls_client.annotations.update(id=annotations["bob"], result=results_of(ratings(-1, "bob")))
     # An unsubmitted draft: the SDK has no call for drafts, so use its HTTP client directly.
     ls_client._client_wrapper.httpx_client.request(
         f"api/tasks/{task_id}/drafts", method="POST",
@@ -120,8 +125,10 @@ def test_each_bad_annotation_lands_in_errors_naming_its_field(crowd, tmp_path):
         (a["alice-first"], ""): f"duplicate: the same annotator also submitted annotation "
                                 f"{a['alice']} on this task; only the latest is kept",
     }
-    assert all(e["task_id"] == crowd.task_id and e["annotator"].endswith("@crowd.test")
+    assert all(e["task_id"] == crowd.task_id and e["annotator"].startswith("annotator-")
                for e in errors)
+    assert {e["annotator"] for e in errors if e["annotation_id"] == a["carol"]} == {
+        f"annotator-{crowd.users['carol']}"}
 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["balanced"] and summary["cancelled"] == 1 and summary["ground_truth"] == 1
@@ -158,7 +165,7 @@ def test_an_export_file_gives_the_same_records_as_the_live_project(ls_client, cr
     offline = run_export(crowd, tmp_path / "offline", "--from-file", str(export_file), env={})
     assert offline.exit_code == 0, offline.output
     ids = set(pd.read_csv(tmp_path / "offline" / "scores_long.csv")["annotator_id"])
-    assert ids == {f"user-{crowd.users[name]}" for name in ("alice", "bob", "expert")}
+    assert ids == {f"annotator-{crowd.users[name]}" for name in ("alice", "bob", "expert")}
 
 
 def test_a_broken_export_file_is_refused_and_nothing_is_written(crowd, tmp_path):
@@ -185,13 +192,14 @@ def test_report_compares_humans_with_the_stored_evaluation_and_the_expert(ls_cli
         assert comparison.loc[d.key, "bias"] == pytest.approx(bias)
 
     # The expert's annotation is the reference: alice is at most 1 point away, bob up to 3.
+    names = {f"annotator-{crowd.users[name]}": name for name in ("alice", "bob")}
     qualification = report.qualification.assign(
-        name=lambda q: q["annotator_id"].str.split("-").str[0]
+        name=lambda q: q["annotator_id"].map(names)
     ).set_index("name")
     assert qualification["passed"].to_dict() == {"alice": True, "bob": False}
     assert qualification.loc["alice", "failed_dimensions"] == ""
     assert "goal" in qualification.loc["bob", "failed_dimensions"]
-    assert set(report.annotators["annotator_id"].str.split("-").str[0]) == {"alice", "bob"}
+    assert set(report.annotators["annotator_id"].map(names)) == {"alice", "bob"}
 
 
 def test_a_backends_predictions_stand_in_for_a_missing_stored_evaluation(ls_client, sample_data):
@@ -214,3 +222,22 @@ def test_a_backends_predictions_stand_in_for_a_missing_stored_evaluation(ls_clie
     assert set(model["evaluator"]) == {"backend-v1"} and len(model) == 14
     scores = model.set_index(["agent", "dimension"])["score"].to_dict()
     assert scores == {(a, key): judged[a][key][1] for a in AGENTS for key in judged[a]}
+
+
+def test_the_export_audits_what_a_blind_study_must_not_have(crowd, tmp_path):
+    result = run_export(crowd, tmp_path, "--project", str(crowd.project_id))
+    assert result.exit_code == 0, result.output
+    findings = [json.loads(line) for line in (tmp_path / "audit.jsonl").open()]
+    a, users = crowd.annotations, crowd.users
+    by_kind = {(f["kind"], f["annotation_id"]): f for f in findings}
+    assert by_kind[("edited_by_another_user", a["bob"])]["annotator"] == f"annotator-{users['bob']}"
+    assert ("repeated_annotator", a["alice-first"]) in by_kind
+    # The project asks for 2 annotations per task; 8 were submitted (one was skipped).
+    overlap = by_kind[("more_annotations_than_overlap", None)]
+    assert overlap["task_id"] == crowd.task_id and overlap["detail"].startswith("8 submitted")
+    # Annotations the owner created on the annotators' behalf are not edits.
+    assert sum(f["kind"] == "edited_by_another_user" for f in findings) == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["audit"] == {"edited_by_another_user": 1, "more_annotations_than_overlap": 1,
+                                "repeated_annotator": 1, "episode_in_several_tasks": 0}
+    assert "audit: 1 edited by another user, 1 more annotations than overlap" in result.output

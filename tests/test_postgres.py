@@ -121,7 +121,7 @@ def test_import_annotate_export_on_postgresql(
             annotation = client.annotations.create(
                 id=task.id, result=results_of(scores), completed_by=user.id, lead_time=30.0
             )
-            given[annotation.id] = (user.email, scores)
+            given[annotation.id] = (f"annotator-{user.id}", scores)
     assert on_postgres.count("task_completion", project.id) == len(given) == 6
 
     export = export_project(client, project.id, tmp_path / "export")
@@ -131,7 +131,7 @@ def test_import_annotate_export_on_postgresql(
     long = export.scores_long
     assert len(long) == 6 * 2 * len(DIMENSION_KEYS)
     for row in long.itertuples():
-        email, scores = given[row.annotation_id]
-        assert row.annotator_id == email
+        annotator, scores = given[row.annotation_id]
+        assert row.annotator_id == annotator
         assert (row.rationale, row.score) == scores[row.agent][row.dimension]
     assert (tmp_path / "export" / "annotations.jsonl").read_text().count("\n") == 6

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from urllib.parse import quote
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,13 @@ from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
 
 from ..config import check_labeling_config, instructions_html, labeling_config
-from ..errors import ImportOutcomeUnknown, LabelStudioError, ProjectNotFound
+from ..errors import (
+    ImportOutcomeUnknown,
+    LabelStudioError,
+    ProjectNotFound,
+    keep_secret,
+    redacted,
+)
 from .tasks import EPISODE_ID
 
 # Enough tasks per page that listing a 10,000-task project takes a handful of requests.
@@ -42,25 +49,39 @@ def sdk_errors(action: str, *, project: int | None = None) -> Iterator[None]:
         raise LabelStudioError(f"{action} failed: {exc}", project=project) from exc
 
 
+# How much of a server's error body a message shows: its reason, not a page.
+_DETAIL_CHARS = 300
+# A header value may hold no control character; a key read from a CRLF file ends in one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _detail(body: object) -> str:
-    """Label Studio's reason, including the per-field ``validation_errors`` it sends."""
-    if not isinstance(body, dict):
-        return str(body)
-    detail = str(body.get("detail", body))
-    errors = body.get("validation_errors")
-    return f"{detail}: {errors}" if errors else detail
+    """Label Studio's reason, including the per-field ``validation_errors`` it sends, cut
+    short: a server may answer with a whole page, or echo the request's headers."""
+    if isinstance(body, dict):
+        detail = str(body.get("detail", body))
+        errors = body.get("validation_errors")
+        text = f"{detail}: {errors}" if errors else detail
+    else:
+        text = " ".join(str(body).split())
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 
 def connect(url: str | None, api_key: str | None) -> LabelStudio:
-    """A client for ``url``; both values are required and checked with one cheap call."""
+    """A client for ``url``; both values are required and checked with one cheap call. The
+    key is kept out of every message from here on (``errors.redacted``)."""
     if not url:
         raise LabelStudioError("no Label Studio URL: pass --url or set LABEL_STUDIO_URL")
     if not api_key:
         raise LabelStudioError(
             "no Label Studio API key: pass --api-key or set LABEL_STUDIO_API_KEY"
         )
+    keep_secret(api_key)
+    if _CONTROL.search(api_key):
+        raise LabelStudioError("the Label Studio API key holds a line break or another control "
+                               "character (read from a file with CRLF line ends?); remove it")
     client = LabelStudio(base_url=url.rstrip("/"), api_key=api_key)
-    with sdk_errors(f"connecting to {url}"):
+    with sdk_errors(f"connecting to {redacted(url)}"):
         client.users.whoami()
     return client
 
@@ -224,6 +245,30 @@ def set_prefill(
             (version,) = versions
         client.projects.update(id=project_id, show_collab_predictions=True, model_version=version)
     return version
+
+
+@dataclass(frozen=True)
+class InviteLinks:
+    """The organization's signup link and, for a project, the one that ends in its stream."""
+
+    invite: str
+    project_id: int | None = None
+    stream: str = ""
+
+
+def invite_links(client: LabelStudio, url: str, project: str | int | None = None) -> InviteLinks:
+    """The current invite link (Label Studio's own; opening the invite dialog in its UI makes
+    a new one and voids this), and with ``project`` the link that signs a new annotator up
+    and sends them to that project's label stream."""
+    with sdk_errors("reading the invite link"):
+        invite = client.organizations.invites.get_invite_link()
+    base = redacted(url).rstrip("/")
+    signup = f"{base}{invite.invite_url}"
+    if project is None:
+        return InviteLinks(signup)
+    project_id = find_project(client, project).id
+    stream = f"/projects/{project_id}/data?labeling=1"
+    return InviteLinks(signup, project_id, f"{signup}&next={quote(stream, safe='/')}")
 
 
 def annotator_emails(client: LabelStudio) -> dict[int, str]:

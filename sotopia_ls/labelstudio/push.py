@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from ..config import check_labeling_config
 from ..episode import Episode
+from ..folders import write_file
 from ..errors import ImportOutcomeUnknown, ProjectNotFound
 from .client import (
     TaskCopy,
@@ -74,7 +75,7 @@ def write_tasks(episodes: Iterable[Episode], path: Path, *, with_predictions: bo
     """The Label Studio import JSON of ``episodes`` written to ``path`` (no server); returns
     how many tasks."""
     tasks = [task_payload(episode, with_predictions=with_predictions) for episode in episodes]
-    path.write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
+    write_file(path, json.dumps(tasks, ensure_ascii=False, indent=1))
     return len(tasks)
 
 

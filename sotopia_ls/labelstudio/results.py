@@ -142,7 +142,7 @@ def _rating(value: Value | None) -> tuple[int | None, str]:
     if value.choices is not UNSET:
         choices = value.choices
         if not isinstance(choices, list) or len(choices) != 1:
-            return None, f"expected exactly one choice, got {_short(choices)}"
+            return None, f"expected exactly one choice, got {shown(choices)}"
         raw = choices[0]
     elif value.number is not UNSET:
         raw = value.number
@@ -158,10 +158,10 @@ def _rating(value: Value | None) -> tuple[int | None, str]:
         return int(raw), ""
     if isinstance(raw, str) and len(raw) < 20 and _INTEGER.match(raw.strip()):
         return int(raw.strip()), ""
-    return None, f"not an integer: {_short(raw)}"
+    return None, f"not an integer: {shown(raw)}"
 
 
-def _short(value: Any) -> str:
+def shown(value: Any) -> str:
     """A value as shown in a problem: at most a line's worth."""
     try:
         shown = repr(value)

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -32,17 +33,24 @@ class Credentials:
 
     @classmethod
     def load_or_create(cls, path: Path) -> Credentials:
-        """Reuse the demo login kept beside its data directory, or make a new one."""
+        """Reuse the demo login kept beside its data directory, or make a new one (readable by
+        its owner only)."""
         if path.exists():
-            return cls(**json.loads(path.read_text()))
+            try:
+                return cls(**json.loads(path.read_text(encoding="utf-8")))
+            except (ValueError, TypeError, UnicodeDecodeError) as error:
+                raise LabelStudioError(
+                    f"{path} is not a login file ({type(error).__name__}); restore it, or remove "
+                    "the whole data folder to start afresh"
+                ) from None
         creds = cls(
             username="annotator@example.com",
             password=secrets.token_urlsafe(12),
             api_key=secrets.token_hex(20),
         )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(creds.__dict__))
-        path.chmod(0o600)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(json.dumps(creds.__dict__))
         return creds
 
 
@@ -54,12 +62,13 @@ class LocalServer:
     log_path: Path
 
     def stop(self) -> None:
+        """Stop Label Studio and every process it started (it runs in a session of its own)."""
         if self.process.poll() is None:
-            self.process.terminate()
+            _signal_group(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                _signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait()
 
     def __enter__(self) -> LocalServer:
@@ -67,6 +76,20 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _signal_group(pid: int, number: int) -> None:
+    try:
+        os.killpg(pid, number)
+    except ProcessLookupError:
+        pass
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on ``host:port``."""
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, port)) == 0
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -82,13 +105,17 @@ def start(
     host: str = DEFAULT_HOST,
     port: int | None = None,
     allow_local_ml_backends: bool = False,
+    task_lock_minutes: int | None = None,
     extra_env: dict[str, str] | None = None,
     timeout: float = 300.0,
 ) -> LocalServer:
     """Start ``label-studio`` on ``host:port`` and wait until ``/health`` answers UP.
 
-    ``allow_local_ml_backends`` lifts Label Studio's SSRF guard so it may call a backend on
-    127.0.0.1; only the tests and a local backend setup need it.
+    Signup without the organization's invite link is closed. ``allow_local_ml_backends``
+    lifts Label Studio's SSRF guard so it may call a backend on 127.0.0.1 (for a local
+    pre-annotation backend); ``task_lock_minutes`` is how long a task an annotator opened in
+    the label stream stays reserved for them (Label Studio's default: a day). The data folder
+    is made private to the user: Label Studio keeps the API token in plain text there.
     """
     # The command installed beside this interpreter wins, so a venv works without activation.
     beside = Path(sys.executable).parent / "label-studio"
@@ -99,7 +126,12 @@ def start(
             "pip install 'sotopia-label-studio[server]'"
         )
     port = port or free_port(host)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    if port_in_use(host, port):
+        # Whatever answers there would be sent the key: never talk to a server we did not start.
+        raise LabelStudioError(f"{host}:{port} is already in use by another program; stop it "
+                               "or pass another --port")
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data_dir.chmod(0o700)
     env = {
         **os.environ,
         "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
@@ -114,6 +146,8 @@ def start(
     }
     if allow_local_ml_backends:
         env |= {"ML_BLOCK_LOCAL_IP": "false", "USE_DEFAULT_BANNED_SUBNETS": "false"}
+    if task_lock_minutes is not None:
+        env["LABEL_STUDIO_TASK_LOCK_TTL"] = str(task_lock_minutes * 60)
     log_path = data_dir / "server.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -126,6 +160,9 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            # A session of its own: stop() ends the whole group, and a Ctrl-C meant for the
+            # caller reaches Label Studio only through the caller's own shutdown.
+            start_new_session=True,
         )
     server = LocalServer(f"http://{host}:{port}", credentials, process, log_path)
     try:

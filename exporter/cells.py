@@ -1,0 +1,59 @@
+"""CSV cells a spreadsheet would evaluate, neutralized.
+
+A cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read by
+Excel, LibreOffice and Google Sheets as a formula (``=HYPERLINK(…)``, ``=cmd|' /C calc'!A0``),
+and rationales, episode text and annotator names are written by other people. Such a cell gets
+a leading ``'``, which spreadsheets show as text. Only text columns change; numbers stay
+numbers, and the JSONL and Parquet outputs keep the raw text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+FORMULA_START = r"^[=+\-@\t\r]"
+
+
+def _neutralized_array(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):
+        chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+        return pa.chunked_array(
+            [pa.DictionaryArray.from_arrays(chunk.indices, _neutralized_array(chunk.dictionary))
+             for chunk in chunks],
+            type=array.type,
+        )
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        return array
+    risky = pc.match_substring_regex(array, FORMULA_START)
+    quote = pa.scalar("'", type=array.type)
+    return pc.if_else(risky, pc.binary_join_element_wise(quote, array, pa.scalar("", array.type)),
+                      array)
+
+
+def neutralized_table(table: pa.Table) -> pa.Table:
+    """``table`` with every text cell a spreadsheet would evaluate made plain text."""
+    import pyarrow as pa
+
+    return pa.table([_neutralized_array(column) for column in table.columns],
+                    schema=table.schema)
+
+
+def neutralized_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell a spreadsheet would evaluate made plain text."""
+    risky = frame.select_dtypes(include=["object", "string"]).columns
+    return frame.assign(**{
+        column: frame[column].map(
+            lambda cell: f"'{cell}" if isinstance(cell, str) and re.match(FORMULA_START, cell)
+            else cell
+        )
+        for column in risky
+    })
