@@ -7,6 +7,8 @@ Projects made by tests are titled ``test_<uuid>`` and deleted at the end of the 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -139,3 +141,27 @@ def invoke(command: Any, *args: str) -> Result:
     """A command run offline: no Label Studio address or key in its environment."""
     return CliRunner().invoke(command, list(args), env={"LABEL_STUDIO_URL": "",
                                                         "LABEL_STUDIO_API_KEY": ""})
+
+
+# --- sotopia's own models, in an environment of their own -------------------------------
+
+# Sotopia 0.1.5 pins libraries our environment may not share (rich<15, redis-om<0.4), so its
+# models run in their own virtual environment, made once: sotopia itself without its LLM
+# dependencies, plus the three libraries sotopia.database imports.
+SOTOPIA_ENV = Path(__file__).resolve().parents[1] / ".venv-sotopia"
+SOTOPIA_PACKAGES = ["redis-om>=0.3,<0.4", "rich>=13.6,<15", "pydantic>=2.5,<3"]
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def sotopia_python() -> Path:
+    python = SOTOPIA_ENV / "bin" / "python"
+    if not (SOTOPIA_ENV / ".ready").exists():
+        _run([sys.executable, "-m", "venv", "--clear", str(SOTOPIA_ENV)])
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        _run([*pip, "--no-deps", "sotopia==0.1.5"])
+        _run([*pip, *SOTOPIA_PACKAGES])
+        (SOTOPIA_ENV / ".ready").touch()
+    return python

@@ -56,3 +56,12 @@ def test_nothing_reads_a_folder_beside_the_repository(folder):
 def test_every_dimension_carries_guidance_and_examples(dimension):
     assert dimension.guidance and dimension.examples
     assert {e.verdict for e in dimension.examples} == {"good", "bad"}
+
+
+@pytest.mark.parametrize("section", [
+    "## What Label Studio Community cannot guarantee", "## Into Sotopia",
+    "### `sotopia-ls annotators` — add annotators", "**Annotator identities.**",
+    "**Spreadsheets.**", "## Security",
+])
+def test_readme_keeps_the_sections_researchers_rely_on(section):
+    assert section in README

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from conftest import row_results, task_ids
+from conftest import row_results, sotopia_python, task_ids
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from sotopia_ls.exporter import ExportResult, export_project
 from sotopia_ls.exporter.agreement import agreement_table
@@ -103,11 +102,6 @@ def csv_long(rows: pd.DataFrame) -> pd.DataFrame:
 
 KEY = ["episode_id", "annotator_id", "agent", "dimension"]
 
-# Sotopia 0.1.5 pins libraries our environment may not share (rich<15, redis-om<0.4), so its
-# models run in their own virtual environment, made once: sotopia itself without its LLM
-# dependencies, plus the three libraries sotopia.database imports.
-SOTOPIA_ENV = Path(__file__).resolve().parents[1] / ".venv-sotopia"
-SOTOPIA_PACKAGES = ["redis-om>=0.3,<0.4", "rich>=13.6,<15", "pydantic>=2.5,<3"]
 SOTOPIA_CHECK = """
 import json, sys
 from pathlib import Path
@@ -130,22 +124,6 @@ for record in lines("episodes.jsonl"):
     counts["aggregated_episodes"] += 1
 print(json.dumps(counts))
 """
-
-
-def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
-
-
-def sotopia_python() -> Path:
-    python = SOTOPIA_ENV / "bin" / "python"
-    if not (SOTOPIA_ENV / ".ready").exists():
-        _run([sys.executable, "-m", "venv", "--clear", str(SOTOPIA_ENV)])
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        _run([*pip, "--no-deps", "sotopia==0.1.5"])
-        _run([*pip, *SOTOPIA_PACKAGES])
-        (SOTOPIA_ENV / ".ready").touch()
-    return python
 
 
 def validate_with_sotopia(out: Path, home: Path) -> dict[str, int]:

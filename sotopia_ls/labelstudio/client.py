@@ -64,6 +64,7 @@ def _detail(body: object) -> str:
         text = f"{detail}: {errors}" if errors else detail
     else:
         text = " ".join(str(body).split())
+    text = redacted(text)  # before cutting: a cut key would slip past redaction
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 

@@ -1,0 +1,144 @@
+"""`sotopia-ls up` owns the Label Studio it starts, and opens it to colleagues and a local
+backend only as asked.
+
+Each run starts a real Label Studio through `up` (the data folder is shared between runs, so
+only the first one migrates a database), then stops `up` with one signal and checks that
+nothing listens on the port afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from label_studio_sdk import LabelStudio
+
+from sotopia_ls.cli import main
+from sotopia_ls.labelstudio.client import find_project, register_backend
+from sotopia_ls.labelstudio.server import Credentials, free_port, port_in_use
+
+pytestmark = pytest.mark.server
+
+
+class Backend(BaseHTTPRequestHandler):
+    """The least a pre-annotation backend answers: /health and /setup."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.dumps({"status": "UP", "model_version": "stub"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+
+@pytest.fixture(scope="module")
+def local_backend() -> Iterator[str]:
+    stub = ThreadingHTTPServer(("127.0.0.1", free_port()), Backend)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{stub.server_address[1]}"
+    stub.shutdown()
+
+
+def start_up(data_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sotopia_ls", "up", "--port", str(port), "--data-dir",
+         str(data_dir), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 300
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "Press Ctrl-C to stop." in line or time.monotonic() > deadline:
+            break
+    assert process.poll() is None, "up exited before it was ready"
+    return process
+
+
+def port_freed(port: int, within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not port_in_use("127.0.0.1", port):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=lambda number: signal.Signals(number).name)
+def test_every_stop_signal_stops_label_studio_too(number, tmp_path_factory, local_backend):
+    data_dir = tmp_path_factory.getbasetemp() / "up-data"
+    port = free_port()
+    process = start_up(data_dir, port, "--allow-local-backends")
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["status"] == "UP"
+        if number == signal.SIGTERM:
+            # Started with --allow-local-backends, Label Studio accepts a backend on 127.0.0.1.
+            client = LabelStudio(base_url=f"http://127.0.0.1:{port}",
+                                 api_key=Credentials.load_or_create(
+                                     data_dir / "credentials.json").api_key)
+            project = find_project(client, "Sotopia human evaluation (demo)")
+            assert register_backend(client, project.id, local_backend).state == "CO"
+        process.send_signal(number)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert port_freed(port), f"Label Studio still listens on {port} after {number!r}"
+
+
+def test_a_public_host_cannot_open_label_studio_to_private_backends(tmp_path):
+    result = CliRunner().invoke(main, ["up", "--no-serve", "--host", "0.0.0.0",
+                                       "--allow-local-backends", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "only for a server bound to a loopback" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_annotators_get_the_invite_link_and_the_label_stream_link(label_studio, ls_client,
+                                                                   project_title):
+    from sotopia_ls.labelstudio.client import create_project
+
+    project = create_project(ls_client, project_title)
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+    result = CliRunner().invoke(main, ["annotators", "--project", str(project.id)], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = dict(line.split(": ", 1) for line in result.output.splitlines())
+    invite = lines["invite link (anyone holding it can sign up)"]
+    stream = lines[f"label-stream link for project {project.id}"]
+    assert invite.startswith(f"{label_studio.url}/user/signup/?token=")
+    assert stream == f"{invite}&next=/projects/{project.id}/data%3Flabeling%3D1"
+    # Signup is closed to anyone without the link, open with it.
+    assert sign_up(f"{label_studio.url}/user/signup/", f"{project_title}-x@a.test") == 403
+    assert sign_up(invite, f"{project_title}-y@a.test") == 302
+    assert label_studio.credentials.api_key not in result.output
+
+
+def sign_up(page: str, email: str) -> int:
+    """Label Studio's own signup form, filled as a browser does (with its CSRF cookie)."""
+    with httpx.Client() as browser:
+        browser.get(page)
+        token = browser.cookies["csrftoken"]
+        answer = browser.post(page, data={"email": email, "password": "a-long-password-1",
+                                          "csrfmiddlewaretoken": token},
+                              headers={"Referer": page})
+    return answer.status_code
