@@ -39,6 +39,15 @@ class LoadResult:
     _seen: dict[str, tuple[tuple[object, ...], str]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
+    def evaluation_gaps(self) -> dict[str, int]:
+        """``"agent 1 knowledge" → episodes`` whose stored evaluation holds no such score (a
+        rubric with a dimension Sotopia's evaluator did not rate): kept, the score left empty."""
+        gaps: dict[str, int] = {}
+        for episode in self.episodes:
+            for gap in episode.evaluation.gaps() if episode.evaluation else ():
+                gaps[gap] = gaps.get(gap, 0) + 1
+        return gaps
+
     def raise_on_problems(self) -> None:
         """Raise ``InvalidInput`` with every problem, if there is any."""
         if self.problems:

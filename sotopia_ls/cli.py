@@ -84,6 +84,9 @@ def _echo_load(result: LoadResult) -> None:
     if result.duplicates:
         click.echo(f"  {result.duplicates} duplicate episode(s) ignored (same episode id)")
     click.echo(f"parsed {len(result.episodes)} episode(s), {len(result.problems)} invalid record(s)")
+    for gap, count in result.evaluation_gaps().items():
+        click.echo(f"  the stored evaluation of {count} episode(s) has no {gap} score: kept, "
+                   "that score left empty")
     for problem in result.problems:
         click.echo(f"  invalid: {problem}", err=True)
 
