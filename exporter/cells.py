@@ -34,6 +34,8 @@ def _neutralized_array(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunk
     if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
         return array
     risky = pc.match_substring_regex(array, FORMULA_START)
+    if not pc.any(risky).as_py():
+        return array  # the usual case: nothing to copy
     quote = pa.scalar("'", type=array.type)
     return pc.if_else(risky, pc.binary_join_element_wise(quote, array, pa.scalar("", array.type)),
                       array)

@@ -59,10 +59,6 @@ class _Slots:
         view = memoryview(self._maps[number % len(self._maps)])
         return {name: view[offset : offset + length] for name, (offset, length) in spans.items()}
 
-    def release(self, number: int) -> None:
-        """Give the slot's pages back to the system until its next chunk fills it again."""
-        self._maps[number % len(self._maps)].madvise(mmap.MADV_REMOVE)
-
 
 _settings: Settings | None = None
 _encoding: Encoding | None = None
@@ -136,13 +132,9 @@ def read_parts(
             if len(pending) >= in_flight:
                 number, future = pending.popleft()
                 yield _received(number, future.result(), slots)
-                if slots is not None:
-                    slots.release(number)
         while pending:
             number, future = pending.popleft()
             yield _received(number, future.result(), slots)
-            if slots is not None:
-                slots.release(number)
     except BrokenProcessPool as error:
         raise SotopiaLSError(f"an export worker process died ({error}); if it ran out of "
                              "memory, export with fewer workers (--workers)") from error

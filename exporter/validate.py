@@ -208,10 +208,12 @@ class Collection:
 
     def several_tasks(self) -> dict[str, list[int]]:
         """``episode → its task ids`` for every episode found in more than one task."""
-        tasks: dict[str, set[int]] = {}
+        first: dict[str, int] = {}
+        several: dict[str, set[int]] = {}
         for episode, task, _, _ in self.keys:
-            tasks.setdefault(episode, set()).add(task)
-        return {episode: sorted(ids) for episode, ids in tasks.items() if len(ids) > 1}
+            if first.setdefault(episode, task) != task:
+                several.setdefault(episode, {first[episode]}).add(task)
+        return {episode: sorted(ids) for episode, ids in several.items()}
 
     def superseded(self) -> dict[int, int]:
         """``annotation → the same annotator's later annotation of the same episode`` in
@@ -361,9 +363,10 @@ def _moment(value: Any) -> datetime | None:
 def _audit(task: Task, annotation: Annotation, author: Author, part: Part) -> None:
     """Findings about one annotation: saved again later by someone who is not its author."""
     editor = _user_id(annotation.updated_by)
+    if editor is None or editor == author.user:
+        return
     created, updated = _moment(annotation.created_at), _moment(annotation.updated_at)
-    if (editor is not None and editor != author.user and created and updated
-            and updated - created > _EDIT_AFTER):
+    if created and updated and updated - created > _EDIT_AFTER:
         part.findings.append(Finding(
             "edited_by_another_user", task.id, annotation.id, author.name,
             f"saved again by annotator-{editor} at {annotation.updated_at}, not by its author",
