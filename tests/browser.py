@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, sync_playwright
+from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 from sotopia_ls.config import rating_class
 from sotopia_ls.labelstudio.server import LocalServer
@@ -45,6 +45,14 @@ def log_in(page: Page, server: LocalServer) -> None:
 def open_task(page: Page, server: LocalServer, project: int, task: int) -> None:
     page.goto(f"{server.url}/projects/{project}/data?task={task}")
     page.wait_for_selector(LOADED, timeout=60_000)
+
+
+def open_stream(page: Page, server: LocalServer, project: int) -> None:
+    """The annotator's labeling stream, past the instructions it opens with."""
+    page.goto(f"{server.url}/projects/{project}/data?labeling=1")
+    page.wait_for_selector(LOADED, timeout=60_000)
+    page.get_by_role("button", name="Close modal").click()
+    expect(page.get_by_text("Labeling Instructions")).to_be_hidden()
 
 
 def editor(page: Page) -> Locator:

@@ -1,7 +1,8 @@
 """An annotator rates a real Sotopia episode on the generated labeling screen.
 
 Headless Chromium against the session's real Label Studio: log in through the login page,
-open the task, read the episode and the rubric, submit ratings, read them back via the SDK.
+open the task, read the episode and the rubric, submit ratings, read them back via the SDK;
+and what the annotator's labeling stream offers.
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ from browser import (
     chromium_page,
     editor,
     log_in,
+    open_stream,
     open_task,
     rate,
     screenshot_whole_form,
     submit,
 )
 from conftest import results_of
-from sotopia_ls.config import instructions_html, labeling_config
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.episode import Episode, Turn
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
 
@@ -67,6 +69,9 @@ SCORES: dict[int, dict[str, tuple[str, int]]] = {
     },
 }
 
+# A laptop's window.
+WIDE = {"width": 1440, "height": 900}
+
 SCRIPT = "<script>window.__xss=1</script>"
 IMAGE = '<img src=x onerror="window.__xss=1">'
 
@@ -80,13 +85,15 @@ def episode(sample_data: Path) -> Episode:
 
 @pytest.fixture(scope="module")
 def project(ls_client) -> int:
-    created = ls_client.projects.create(
-        title=f"test_browser_{uuid.uuid4().hex[:8]}",
-        label_config=labeling_config(),
-        expert_instruction=instructions_html(),
-        show_instruction=True,
-    )
-    return created.id
+    return create_project(ls_client, f"test_browser_{uuid.uuid4().hex[:8]}").id
+
+
+@pytest.fixture(scope="module")
+def stream_project(ls_client, episode) -> int:
+    """A project holding the one episode, so the labeling stream always opens it."""
+    project = create_project(ls_client, f"test_stream_{uuid.uuid4().hex[:8]}").id
+    ls_client.projects.import_tasks(id=project, request=[task_payload(episode)])
+    return project
 
 
 @pytest.fixture
@@ -107,6 +114,17 @@ def open_episode(page, label_studio, ls_client, project):
         task = response.task_ids[0]
         open_task(page, label_studio, project, task)
         return task
+
+    return _open
+
+
+@pytest.fixture
+def stream(page, label_studio, stream_project):
+    """Open the annotator's labeling stream in a window of the given size."""
+
+    def _open(size: dict[str, int]) -> None:
+        page.set_viewport_size(size)
+        open_stream(page, label_studio, stream_project)
 
     return _open
 
@@ -210,3 +228,18 @@ def test_episode_text_is_shown_as_text_and_never_runs(page, open_episode, episod
     expect(form.get_by_text(first_turn, exact=True)).to_be_visible()
     page.wait_for_timeout(1000)
     assert page.evaluate("() => window.__xss") is None
+
+
+def test_projects_we_create_have_no_skip_button(page, stream, ls_client, stream_project):
+    assert ls_client.projects.get(id=stream_project).show_skip_button is False
+    stream(WIDE)
+    expect(page.get_by_role("button", name="Submit current annotation")).to_be_visible()
+    expect(page.get_by_role("button", name="Skip")).to_have_count(0)
+
+    # The same stream shows the button once the setting is on: the check above can see it.
+    ls_client.projects.update(id=stream_project, show_skip_button=True)
+    try:
+        stream(WIDE)
+        expect(page.get_by_role("button", name="Skip")).to_be_visible()
+    finally:
+        ls_client.projects.update(id=stream_project, show_skip_button=False)
