@@ -55,6 +55,28 @@ def open_stream(page: Page, server: LocalServer, project: int) -> None:
     expect(page.get_by_text("Labeling Instructions")).to_be_hidden()
 
 
+def in_view(locator: Locator) -> bool:
+    """Whether the annotator sees part of the element: its box cut to the window and to
+    every box that clips it (Label Studio scrolls the form inside a panel, the episode
+    column scrolls on its own) is not empty, and nothing lies over its middle (Label
+    Studio's Submit bar lies over the bottom of the panel)."""
+    return locator.evaluate(
+        """element => {
+            const box = element.getBoundingClientRect();
+            let top = Math.max(box.top, 0), bottom = Math.min(box.bottom, innerHeight);
+            let left = Math.max(box.left, 0), right = Math.min(box.right, innerWidth);
+            for (let clip = element.parentElement; clip; clip = clip.parentElement) {
+                if (getComputedStyle(clip).overflowY === 'visible') continue;
+                const edge = clip.getBoundingClientRect();
+                top = Math.max(top, edge.top); bottom = Math.min(bottom, edge.bottom);
+                left = Math.max(left, edge.left); right = Math.min(right, edge.right);
+            }
+            if (bottom <= top || right <= left) return false;
+            return element.contains(document.elementFromPoint((left + right) / 2, (top + bottom) / 2));
+        }"""
+    )
+
+
 def editor(page: Page) -> Locator:
     """The labeling form itself, without the data manager's task list beside it."""
     return page.locator(".lsf-main-view")

@@ -2,7 +2,7 @@
 
 Headless Chromium against the session's real Label Studio: log in through the login page,
 open the task, read the episode and the rubric, submit ratings, read them back via the SDK;
-and what the annotator's labeling stream offers.
+and, in the annotator's labeling stream, what the screen looks like at two window sizes.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from browser import (
     checked_ratings,
     chromium_page,
     editor,
+    in_view,
     log_in,
     open_stream,
     open_task,
     rate,
+    rating_column,
     screenshot_whole_form,
     submit,
 )
@@ -69,8 +71,9 @@ SCORES: dict[int, dict[str, tuple[str, int]]] = {
     },
 }
 
-# A laptop's window.
+# The window sizes the screen is measured at: a laptop, and a window half a wide screen.
 WIDE = {"width": 1440, "height": 900}
+NARROW = {"width": 800, "height": 900}
 
 SCRIPT = "<script>window.__xss=1</script>"
 IMAGE = '<img src=x onerror="window.__xss=1">'
@@ -243,3 +246,43 @@ def test_projects_we_create_have_no_skip_button(page, stream, ls_client, stream_
         expect(page.get_by_role("button", name="Skip")).to_be_visible()
     finally:
         ls_client.projects.update(id=stream_project, show_skip_button=False)
+
+
+def test_label_studio_side_panels_are_hidden_and_the_form_has_the_width(page, stream):
+    stream(WIDE)
+    expect(page.get_by_text("Labeled regions will appear here")).to_be_hidden()
+    expect(page.get_by_text("View region details")).to_be_hidden()
+    assert editor(page).bounding_box()["width"] == WIDE["width"]
+
+
+def test_on_a_wide_screen_the_dialogue_stays_in_view_while_rating(page, stream, episode):
+    stream(WIDE)
+    form = editor(page)
+    context, ratings = form.locator(".sotopia-episode"), form.locator(".sotopia-evaluation")
+    left, right = context.bounding_box(), ratings.bounding_box()
+    assert left["x"] + left["width"] <= right["x"], "episode and ratings are not side by side"
+
+    last_turn = form.get_by_text(episode_to_task(episode)["dialogue"][-1]["text"], exact=True)
+    last_rating = rating_column(page, DIMENSIONS[-1].key, AGENTS[-1])
+    last_turn.scroll_into_view_if_needed()  # the annotator reads the dialogue to its end
+    last_rating.scroll_into_view_if_needed()
+
+    assert in_view(last_rating)
+    assert in_view(last_turn), "the last turn left the screen when the last rating came in"
+
+
+def test_on_a_narrow_screen_context_dialogue_and_ratings_read_top_to_bottom(
+    page, stream, episode
+):
+    stream(NARROW)
+    form = editor(page)
+    data = episode_to_task(episode)
+    scenario = form.get_by_text(data["scenario"], exact=True).bounding_box()
+    last_turn = form.get_by_text(data["dialogue"][-1]["text"], exact=True).bounding_box()
+    first_rating = rating_column(page, DIMENSIONS[0].key, AGENTS[0]).bounding_box()
+    assert scenario["y"] < last_turn["y"] < first_rating["y"]
+
+    context = form.locator(".sotopia-episode").bounding_box()
+    ratings = form.locator(".sotopia-evaluation").bounding_box()
+    assert context["y"] + context["height"] <= ratings["y"]
+    assert context["x"] == ratings["x"]
