@@ -3,10 +3,12 @@
 Both are built from the rubric in ``sotopia_ls.dimensions`` and the task-data keys of
 ``sotopia_ls.tasks``; nothing about a dimension is written here by hand.
 
-The screen reads top to bottom: the scenario, the two agents side by side (background,
-secret, social goal), the numbered dialogue, then one block per dimension with its label,
-range and guidance, a rating and a rationale for each agent, and a collapsible panel with
-the instruction page's annotation examples and worked example for that dimension.
+The screen has two parts: the episode (the scenario, the two agents side by side with
+background, secret and social goal, then the numbered dialogue) and the evaluation (one
+block per dimension with its label, range and guidance, a rating and a rationale for each
+agent, and a collapsible panel with the instruction page's annotation examples and worked
+example for that dimension). On a wide screen they are two columns, the episode a column
+that stays in view while the ratings scroll; on a narrow one they read top to bottom.
 
 Ratings are single-choice ``Choices`` whose values are the integers of the range as text
 (the contract of ``sotopia_ls.results``). Every static string goes through ElementTree, so
@@ -46,7 +48,9 @@ _VARIABLE = re.compile(r"\$[\w\[\].{}]")
 # Descendant selectors only: the Style tag is sanitized, which escapes ">". The dialogue
 # rules hide the empty "00:00:00 - 00:00:00" timing and the disabled "label whole
 # utterance" button that Paragraphs draws for audio transcripts; their class names are
-# CSS-module hashes, hence the prefix match.
+# CSS-module hashes, hence the prefix match. Label Studio 1.23 focuses the first turn on
+# load, which scrolls the episode column past the scenario; a tall scroll margin above
+# that turn keeps the column at its top instead.
 _CSS = """
 .sotopia-agents { display: flex; gap: 16px; align-items: stretch; }
 .sotopia-agent { flex: 1 1 0; min-width: 0; padding: 4px 12px 8px;
@@ -55,15 +59,55 @@ _CSS = """
   margin: 6px 0; }
 .sotopia-dialogue [class*="time--"],
 .sotopia-dialogue [class*="selectAllBtnWrapper--"] { display: none; }
+.sotopia-dialogue [data-testid="phrase:0"] { scroll-margin-top: 100vh; }
 .sotopia-dimension { border-top: 2px solid #e8e8e8; padding: 4px 0 8px; }
-.sotopia-ratings { display: flex; gap: 16px; }
-.sotopia-rating { flex: 1 1 0; min-width: 0; }
+.sotopia-ratings { display: flex; flex-wrap: wrap; column-gap: 16px; }
 .sotopia-rating .lsf-choices { margin: 4px 0; }
 .sotopia-rating .lsf-hint { display: none; }
 .sotopia-rating .ant-radio-wrapper { margin-right: 0; }
 .sotopia-rating .ant-radio + span { padding: 0 4px 0 2px; }
 .sotopia-example { margin: 4px 0 8px; }
 """
+
+# Label Studio's side panels (Info/History, Regions/Relations) serve regions, which this
+# config never makes, and take a quarter of the screen. No project setting or config
+# attribute removes them, but the Style tag may restyle Label Studio's own classes: hide
+# them, and the padding kept free for them (set inline, hence !important).
+_SIDE_PANELS_CSS = """
+.lsf-sidepanels .lsf-sidepanels__wrapper { display: none; }
+.lsf-sidepanels { padding-left: 0 !important; padding-right: 0 !important; }
+"""
+
+# On a wide screen, two columns: the episode on the left stays put while the ratings on
+# the right scroll. Label Studio scrolls the form inside its own panel, so the column
+# sticks to that panel's top and scrolls on its own; its height leaves room for the bars
+# Label Studio 1.23 puts above the panel (48 px, and 42 more in the data manager) and the
+# Submit bar (50 px) laid over its bottom. Narrower screens keep one column: context,
+# dialogue, ratings. (A container query on the form's width
+# would be more exact, but inline-size containment makes the 1.4.0 editor's page grid
+# size its row for a zero-width form, about 75,000 px tall.)
+_TWO_COLUMNS = "1000px"
+_COLUMNS_CSS = f"""
+@media (min-width: {_TWO_COLUMNS}) {{
+  .sotopia-columns {{ display: flex; gap: 24px; align-items: flex-start; }}
+  .sotopia-episode {{ flex: 1 1 0; min-width: 0; position: sticky; top: 0;
+    max-height: calc(100vh - 150px); overflow-y: auto; }}
+  .sotopia-evaluation {{ flex: 1 1 0; min-width: 0; }}
+}}
+"""
+
+# Width of one radio button and its number ("-10" the widest) at Label Studio's 14 px.
+_OPTION_EM = 2.7
+
+
+def _stylesheet() -> str:
+    """The config's CSS. Both agents' ratings of a dimension sit side by side when their
+    longest row of radio buttons fits twice, one above the other when not."""
+    row = max(len(dimension.values) for dimension in DIMENSIONS) * _OPTION_EM
+    ratings = f".sotopia-rating {{ flex: 1 1 {row:g}em; min-width: 0; }}"
+    parts = (_CSS, ratings, _SIDE_PANELS_CSS, _COLUMNS_CSS)
+    return "\n" + "\n".join(part.strip() for part in parts) + "\n"
+
 
 _TITLE = "margin: 12px 0 4px"
 _LABEL = "font-size: 15px; margin: 4px 0 2px"
@@ -77,29 +121,12 @@ _SMALL = "font-weight: normal; font-size: 13px; color: #595959; margin: 0 0 4px"
 
 def labeling_config() -> str:
     """The labeling config XML for rating both agents of an episode on every dimension."""
-    root = ET.Element("View")
-    ET.SubElement(root, "Style").text = _CSS
-    _context(root)
-    _title(root, "Dialogue", size=3)
-    ET.SubElement(
-        ET.SubElement(root, "View", className="sotopia-dialogue"),
-        "Paragraphs",
-        name=DIALOGUE,
-        value=f"${DIALOGUE}",
-        layout="dialogue",
-        nameKey="speaker",
-        textKey="text",
-    )
-    _title(root, "Your evaluation", size=3)
-    _header(
-        root,
-        "Rate each agent on every dimension and say why in the box under the rating. "
-        f"All {len(DIMENSIONS) * len(AGENTS)} ratings and "
-        f"{len(DIMENSIONS) * len(AGENTS)} rationales are required.",
-        _BODY,
-    )
-    for dimension in DIMENSIONS:
-        _dimension_block(root, dimension)
+    root = ET.Element("View", className="sotopia-columns")
+    ET.SubElement(root, "Style").text = _stylesheet()
+    episode = ET.SubElement(root, "View", className="sotopia-episode")
+    _context(episode)
+    _dialogue(episode)
+    _evaluation(ET.SubElement(root, "View", className="sotopia-evaluation"))
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"
 
@@ -119,6 +146,32 @@ def _context(parent: ET.Element) -> None:
             agent_field(agent, "secret"),
         )
         _labelled_text(card, "Social goal", agent_field(agent, "goal"))
+
+
+def _dialogue(parent: ET.Element) -> None:
+    _title(parent, "Dialogue", size=3)
+    ET.SubElement(
+        ET.SubElement(parent, "View", className="sotopia-dialogue"),
+        "Paragraphs",
+        name=DIALOGUE,
+        value=f"${DIALOGUE}",
+        layout="dialogue",
+        nameKey="speaker",
+        textKey="text",
+    )
+
+
+def _evaluation(parent: ET.Element) -> None:
+    _title(parent, "Your evaluation", size=3)
+    _header(
+        parent,
+        "Rate each agent on every dimension and say why in the box under the rating. "
+        f"All {len(DIMENSIONS) * len(AGENTS)} ratings and "
+        f"{len(DIMENSIONS) * len(AGENTS)} rationales are required.",
+        _BODY,
+    )
+    for dimension in DIMENSIONS:
+        _dimension_block(parent, dimension)
 
 
 def _labelled_text(parent: ET.Element, label: str, key: str) -> None:

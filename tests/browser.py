@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, sync_playwright
+from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 from sotopia_ls.config import rating_class
 from sotopia_ls.labelstudio.server import LocalServer
@@ -45,6 +45,36 @@ def log_in(page: Page, server: LocalServer) -> None:
 def open_task(page: Page, server: LocalServer, project: int, task: int) -> None:
     page.goto(f"{server.url}/projects/{project}/data?task={task}")
     page.wait_for_selector(LOADED, timeout=60_000)
+
+
+def open_stream(page: Page, server: LocalServer, project: int) -> None:
+    """The annotator's labeling stream, past the instructions it opens with."""
+    page.goto(f"{server.url}/projects/{project}/data?labeling=1")
+    page.wait_for_selector(LOADED, timeout=60_000)
+    page.get_by_role("button", name="Close modal").click()
+    expect(page.get_by_text("Labeling Instructions")).to_be_hidden()
+
+
+def in_view(locator: Locator) -> bool:
+    """Whether the annotator sees part of the element: its box cut to the window and to
+    every box that clips it (Label Studio scrolls the form inside a panel, the episode
+    column scrolls on its own) is not empty, and nothing lies over its middle (Label
+    Studio's Submit bar lies over the bottom of the panel)."""
+    return locator.evaluate(
+        """element => {
+            const box = element.getBoundingClientRect();
+            let top = Math.max(box.top, 0), bottom = Math.min(box.bottom, innerHeight);
+            let left = Math.max(box.left, 0), right = Math.min(box.right, innerWidth);
+            for (let clip = element.parentElement; clip; clip = clip.parentElement) {
+                if (getComputedStyle(clip).overflowY === 'visible') continue;
+                const edge = clip.getBoundingClientRect();
+                top = Math.max(top, edge.top); bottom = Math.min(bottom, edge.bottom);
+                left = Math.max(left, edge.left); right = Math.min(right, edge.right);
+            }
+            if (bottom <= top || right <= left) return false;
+            return element.contains(document.elementFromPoint((left + right) / 2, (top + bottom) / 2));
+        }"""
+    )
 
 
 def editor(page: Page) -> Locator:

@@ -1,7 +1,8 @@
 """An annotator rates a real Sotopia episode on the generated labeling screen.
 
 Headless Chromium against the session's real Label Studio: log in through the login page,
-open the task, read the episode and the rubric, submit ratings, read them back via the SDK.
+open the task, read the episode and the rubric, submit ratings, read them back via the SDK;
+and, in the annotator's labeling stream, what the screen looks like at two window sizes.
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ from browser import (
     checked_ratings,
     chromium_page,
     editor,
+    in_view,
     log_in,
+    open_stream,
     open_task,
     rate,
+    rating_column,
     screenshot_whole_form,
     submit,
 )
 from conftest import results_of
-from sotopia_ls.config import instructions_html, labeling_config
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.episode import Episode, Turn
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
 
@@ -67,6 +71,10 @@ SCORES: dict[int, dict[str, tuple[str, int]]] = {
     },
 }
 
+# The window sizes the screen is measured at: a laptop, and a window half a wide screen.
+WIDE = {"width": 1440, "height": 900}
+NARROW = {"width": 800, "height": 900}
+
 SCRIPT = "<script>window.__xss=1</script>"
 IMAGE = '<img src=x onerror="window.__xss=1">'
 
@@ -80,13 +88,15 @@ def episode(sample_data: Path) -> Episode:
 
 @pytest.fixture(scope="module")
 def project(ls_client) -> int:
-    created = ls_client.projects.create(
-        title=f"test_browser_{uuid.uuid4().hex[:8]}",
-        label_config=labeling_config(),
-        expert_instruction=instructions_html(),
-        show_instruction=True,
-    )
-    return created.id
+    return create_project(ls_client, f"test_browser_{uuid.uuid4().hex[:8]}").id
+
+
+@pytest.fixture(scope="module")
+def stream_project(ls_client, episode) -> int:
+    """A project holding the one episode, so the labeling stream always opens it."""
+    project = create_project(ls_client, f"test_stream_{uuid.uuid4().hex[:8]}").id
+    ls_client.projects.import_tasks(id=project, request=[task_payload(episode)])
+    return project
 
 
 @pytest.fixture
@@ -107,6 +117,17 @@ def open_episode(page, label_studio, ls_client, project):
         task = response.task_ids[0]
         open_task(page, label_studio, project, task)
         return task
+
+    return _open
+
+
+@pytest.fixture
+def stream(page, label_studio, stream_project):
+    """Open the annotator's labeling stream in a window of the given size."""
+
+    def _open(size: dict[str, int]) -> None:
+        page.set_viewport_size(size)
+        open_stream(page, label_studio, stream_project)
 
     return _open
 
@@ -210,3 +231,58 @@ def test_episode_text_is_shown_as_text_and_never_runs(page, open_episode, episod
     expect(form.get_by_text(first_turn, exact=True)).to_be_visible()
     page.wait_for_timeout(1000)
     assert page.evaluate("() => window.__xss") is None
+
+
+def test_projects_we_create_have_no_skip_button(page, stream, ls_client, stream_project):
+    assert ls_client.projects.get(id=stream_project).show_skip_button is False
+    stream(WIDE)
+    expect(page.get_by_role("button", name="Submit current annotation")).to_be_visible()
+    expect(page.get_by_role("button", name="Skip")).to_have_count(0)
+
+    # The same stream shows the button once the setting is on: the check above can see it.
+    ls_client.projects.update(id=stream_project, show_skip_button=True)
+    try:
+        stream(WIDE)
+        expect(page.get_by_role("button", name="Skip")).to_be_visible()
+    finally:
+        ls_client.projects.update(id=stream_project, show_skip_button=False)
+
+
+def test_label_studio_side_panels_are_hidden_and_the_form_has_the_width(page, stream):
+    stream(WIDE)
+    expect(page.get_by_text("Labeled regions will appear here")).to_be_hidden()
+    expect(page.get_by_text("View region details")).to_be_hidden()
+    assert editor(page).bounding_box()["width"] == WIDE["width"]
+
+
+def test_on_a_wide_screen_the_dialogue_stays_in_view_while_rating(page, stream, episode):
+    stream(WIDE)
+    form = editor(page)
+    context, ratings = form.locator(".sotopia-episode"), form.locator(".sotopia-evaluation")
+    left, right = context.bounding_box(), ratings.bounding_box()
+    assert left["x"] + left["width"] <= right["x"], "episode and ratings are not side by side"
+
+    last_turn = form.get_by_text(episode_to_task(episode)["dialogue"][-1]["text"], exact=True)
+    last_rating = rating_column(page, DIMENSIONS[-1].key, AGENTS[-1])
+    last_turn.scroll_into_view_if_needed()  # the annotator reads the dialogue to its end
+    last_rating.scroll_into_view_if_needed()
+
+    assert in_view(last_rating)
+    assert in_view(last_turn), "the last turn left the screen when the last rating came in"
+
+
+def test_on_a_narrow_screen_context_dialogue_and_ratings_read_top_to_bottom(
+    page, stream, episode
+):
+    stream(NARROW)
+    form = editor(page)
+    data = episode_to_task(episode)
+    scenario = form.get_by_text(data["scenario"], exact=True).bounding_box()
+    last_turn = form.get_by_text(data["dialogue"][-1]["text"], exact=True).bounding_box()
+    first_rating = rating_column(page, DIMENSIONS[0].key, AGENTS[0]).bounding_box()
+    assert scenario["y"] < last_turn["y"] < first_rating["y"]
+
+    context = form.locator(".sotopia-episode").bounding_box()
+    ratings = form.locator(".sotopia-evaluation").bounding_box()
+    assert context["y"] + context["height"] <= ratings["y"]
+    assert context["x"] == ratings["x"]

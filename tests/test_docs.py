@@ -1,4 +1,5 @@
-"""Every command explains itself, and the README documents every command and the two scripts."""
+"""Every command explains itself, and the README documents every command, the two scripts and
+the annotator's screen."""
 
 from __future__ import annotations
 
@@ -31,6 +32,21 @@ def test_readme_documents_command(name):
     assert f"sotopia-ls {name}" in README
 
 
+def readme_section(title: str) -> str:
+    """The README's text under the heading ``## title``, up to the next such heading."""
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:] if end == -1 else README[start:end]
+
+
+# What the browser test checks of the screen, each stated where the screen is described.
+@pytest.mark.parametrize("point", ["Two columns on wide screens", "1440×900", "one column",
+                                   "No Skip button", "show_skip_button", "side panels are hidden",
+                                   "no project setting or config attribute"])
+def test_readme_describes_the_annotators_screen(point):
+    assert point in readme_section("The annotator's screen")
+
+
 def test_readme_gives_the_two_commands_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
     assert ci.rstrip().endswith("exec scripts/test")
@@ -61,7 +77,7 @@ def test_every_dimension_carries_guidance_and_examples(dimension):
 @pytest.mark.parametrize("section", [
     "## What Label Studio Community cannot guarantee", "## Into Sotopia",
     "### `sotopia-ls annotators` — add annotators", "**Annotator identities.**",
-    "**Spreadsheets.**", "## Security",
+    "**Spreadsheets.**", "## Security", "## The annotator's screen",
 ])
 def test_readme_keeps_the_sections_researchers_rely_on(section):
     assert section in README

@@ -109,7 +109,12 @@ def find_project(client: LabelStudio, ref: str | int) -> Any:
 
 
 def create_project(client: LabelStudio, title: str, *, annotations_per_task: int = 2) -> Any:
-    """A new project with the generated labeling config and the rating instructions."""
+    """A new project with the generated labeling config and the rating instructions.
+
+    No Skip button: every episode of the study is meant to be rated, and a skipped task
+    goes back to the queue of other annotators, so the design's two raters per episode
+    would come from whoever did not skip it.
+    """
     if len(title) < 3:
         raise LabelStudioError(f"project title {title!r} is too short (3 characters at least)")
     config = check_labeling_config(labeling_config())
@@ -119,6 +124,7 @@ def create_project(client: LabelStudio, title: str, *, annotations_per_task: int
             label_config=config,
             expert_instruction=instructions_html(),
             show_instruction=True,
+            show_skip_button=False,
             maximum_annotations=annotations_per_task,
             # Pre-filled answers anchor annotators; predictions are hidden unless asked for.
             show_collab_predictions=False,
