@@ -37,13 +37,13 @@ _BLANKS = re.compile(rb"[ \t\r\n]*")
 _ARRAY_END = re.compile(rb"[ \t\r\n]*\]")
 
 
-def _blocks_of(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
-    """``pieces`` (a download's or a file's reads) joined into blocks of at least ``size``."""
+def _blocks_of(reads: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """``reads`` (a download's or a file's) joined into blocks of at least ``size``."""
     held: list[bytes] = []
     length = 0
-    for piece in pieces:
-        held.append(piece)
-        length += len(piece)
+    for read in reads:
+        held.append(read)
+        length += len(read)
         if length >= size:
             yield b"".join(held)
             held, length = [], 0
@@ -126,9 +126,9 @@ def _invalid(origin: str, reason: str) -> InvalidInput:
 
 
 def task_chunks(
-    pieces: Iterable[bytes], *, origin: str, size: int = CHUNK_BYTES
+    reads: Iterable[bytes], *, origin: str, size: int = CHUNK_BYTES
 ) -> Iterator[bytes]:
-    """JSON arrays of whole tasks, about ``size`` bytes each, read from ``pieces`` in order.
+    """JSON arrays of whole tasks, about ``size`` bytes each, from ``reads`` in order.
 
     The last chunk carries whatever follows the last task (normally only ``]``), so a
     malformed ending fails when that chunk is decoded.
@@ -144,7 +144,7 @@ def task_chunks(
         elif body and body[:1] != b"]":
             raise _invalid(origin, "tasks must be separated by commas")
 
-    for block in _blocks_of(pieces, size):
+    for block in _blocks_of(reads, size):
         body = (body + block).lstrip(_BLANK)
         if not opened:
             body = body.removeprefix(_BYTE_ORDER_MARK).lstrip(_BLANK)

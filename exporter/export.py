@@ -34,11 +34,11 @@ from tqdm.auto import tqdm
 from ..errors import InvalidInput
 from ..folders import replaced_folder
 from ..labelstudio.client import annotator_emails, find_project, project_predictions
-from ..labelstudio.snapshot import project_pieces
+from ..labelstudio.snapshot import project_reads
 from .chunks import CHUNK_BYTES, regions, task_chunks
 from .encode import Encoding
 from .parallel import default_workers, read_parts
-from .source import file_pieces
+from .source import file_reads
 from .tables import frame, scores_long
 from .validate import Collection, Settings, Tally
 from .write import OUTPUT_FILES, Outputs
@@ -96,7 +96,7 @@ class Reading:
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """The export builds millions of objects that all live to the end; the cyclic garbage
-    collector would rescan them again and again (a sixth of the export's time)."""
+    collector would rescan them again and again, a good part of the export's time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -118,7 +118,7 @@ def _one_pass(
 
     Chunks are cut from regions of the file that each worker finds on its own, or, ``exact``,
     by reading the file through in order."""
-    chunks = (task_chunks(file_pieces(path), origin=settings.origin, size=reading.chunk_bytes)
+    chunks = (task_chunks(file_reads(path), origin=settings.origin, size=reading.chunk_bytes)
               if exact else regions(path, reading.chunk_bytes))
     collection = Collection()
     outputs = (Outputs(staging, encoding.raw_csv)
@@ -218,9 +218,9 @@ def export_project(
     with _workspace(out_dir) as (staging, scratch):
         path = scratch / f"project-{target.id}.json"
         with path.open("wb") as out, _bar(None, progress, "download") as bar:
-            for piece in project_pieces(client, target.id):
-                out.write(piece)
-                bar.update(len(piece))
+            for read in project_reads(client, target.id):
+                out.write(read)
+                bar.update(len(read))
         return _export(path, settings, staging, Encoding(dict(model_names or {}), raw_csv),
                        reading, progress)
 

@@ -121,7 +121,7 @@ def read_parts(
     forking = sys.platform == "linux"
     context = multiprocessing.get_context("fork" if forking else "spawn")
     in_flight = 2 * workers
-    # Encoded pieces run to about twice the chunk read; a slot holds twice that.
+    # A slot holds four chunks' worth: the encoded pieces repeat a chunk's text in several files.
     slots = _Slots(in_flight, 4 * chunk_bytes) if forking and encoding is not None else None
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
                                initargs=(settings, encoding, slots))

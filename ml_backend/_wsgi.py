@@ -65,8 +65,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9090
 DEFAULT_THREADS = 4
 MAX_BODY_ENV = "SOTOPIA_LS_ML_MAX_BODY_MB"
-# A /predict request of 100 sample tasks is 0.7 MB (1.2 MB of the largest), so 16 MB holds
-# about 2,300; parsing one costs the server four to five times its size for the moment.
+# Room for a /predict batch of a couple of thousand sample tasks (the sizes are measured in
+# ml_backend/README.md); parsing a body costs the server several times its size for a moment.
 DEFAULT_MAX_BODY_MB = 16.0
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

@@ -366,8 +366,10 @@ class SotopiaJudge(LabelStudioMLBase):
     LLM_BASE_URL = os.getenv("SOTOPIA_LS_LLM_BASE_URL", "https://api.openai.com/v1")
     LLM_MODEL = os.getenv("SOTOPIA_LS_LLM_MODEL", "")
     LLM_API_KEY = os.getenv("SOTOPIA_LS_LLM_API_KEY", "")
-    LLM_TIMEOUT = float(os.getenv("SOTOPIA_LS_LLM_TIMEOUT", "60"))
-    LLM_WORKERS = int(os.getenv("SOTOPIA_LS_LLM_WORKERS", "4"))
+    # Read as text here, made numbers in make_provider: a bad value is a SettingsError there,
+    # not a traceback when the module is imported.
+    LLM_TIMEOUT = os.getenv("SOTOPIA_LS_LLM_TIMEOUT", "60")
+    LLM_WORKERS = os.getenv("SOTOPIA_LS_LLM_WORKERS", "4")
 
     def __init__(self, label_config: str | None = None, train_output: Any = None, **kwargs: Any):
         # First: the base class parses the config too, and fails on a bad one with lxml's error.
@@ -383,10 +385,15 @@ class SotopiaJudge(LabelStudioMLBase):
         if cls.PROVIDER == "llm":
             if not cls.LLM_MODEL:
                 raise SettingsError("the llm provider needs SOTOPIA_LS_LLM_MODEL (the model to ask)")
-            if cls.LLM_WORKERS < 1 or cls.LLM_TIMEOUT <= 0:
-                raise SettingsError("SOTOPIA_LS_LLM_WORKERS and SOTOPIA_LS_LLM_TIMEOUT must be positive")
-            endpoint = ChatEndpoint(cls.LLM_BASE_URL, cls.LLM_MODEL, cls.LLM_API_KEY, cls.LLM_TIMEOUT)
-            return LLMJudge(endpoint, cls.LLM_WORKERS)
+            try:
+                workers, timeout = int(cls.LLM_WORKERS), float(cls.LLM_TIMEOUT)
+            except ValueError:
+                workers, timeout = 0, 0.0
+            if workers < 1 or not 0 < timeout < float("inf"):
+                raise SettingsError("SOTOPIA_LS_LLM_WORKERS must be a whole number and "
+                                    "SOTOPIA_LS_LLM_TIMEOUT a number of seconds, both positive")
+            endpoint = ChatEndpoint(cls.LLM_BASE_URL, cls.LLM_MODEL, cls.LLM_API_KEY, timeout)
+            return LLMJudge(endpoint, workers)
         raise SettingsError(
             f"SOTOPIA_LS_PROVIDER={cls.PROVIDER!r} is not a provider; use one of {', '.join(PROVIDERS)}"
         )

@@ -78,7 +78,7 @@ def export(request, tasks, tmp_path) -> Path:
     return path
 
 
-def in_pieces(path: Path, size: int):
+def in_reads(path: Path, size: int):
     data = path.read_bytes()
     return (data[start : start + size] for start in range(0, len(data), size))
 
@@ -86,7 +86,7 @@ def in_pieces(path: Path, size: int):
 def test_chunks_hold_every_task_whole_however_the_bytes_arrive(export):
     whole = msgspec.json.decode(export.read_bytes(), type=list[Task])
     for piece, chunk in [(1000, 4096), (65536, 20000), (7, 50000)]:
-        chunks = list(task_chunks(in_pieces(export, piece), origin="x", size=chunk))
+        chunks = list(task_chunks(in_reads(export, piece), origin="x", size=chunk))
         assert len(chunks) > 3
         decoded = [task for c in chunks for task in msgspec.json.decode(c, type=list[Task])]
         assert decoded == whole
@@ -171,7 +171,7 @@ def test_tasks_without_a_comma_between_them_are_refused(tasks, tmp_path):
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(tasks).replace('}, {"id": 30,', '} {"id": 30,'))
     with pytest.raises(InvalidInput, match="tasks must be separated by commas"):
-        list(task_chunks(in_pieces(path, 1000), origin=str(path), size=1000))
+        list(task_chunks(in_reads(path, 1000), origin=str(path), size=1000))
 
 
 def test_a_task_longer_than_the_search_window_is_cut_by_counting_from_the_start(tasks):

@@ -345,6 +345,8 @@ def test_ml_backend_refuses_a_public_host_without_auth(monkeypatch) -> None:
         ({"SOTOPIA_LS_ML_MAX_BODY_MB": "0"}, "SOTOPIA_LS_ML_MAX_BODY_MB='0' must be positive"),
         ({"SOTOPIA_LS_ML_PORT": "90.5"}, "SOTOPIA_LS_ML_PORT=90.5 must be a whole number"),
         ({"ML_SERVER_BASIC_AUTH_USER": "someone"}, "set both ML_SERVER_BASIC_AUTH_USER and ML_SERVER_BASIC_AUTH_PASS, or neither"),
+        ({"SOTOPIA_LS_PROVIDER": "llm", "SOTOPIA_LS_LLM_MODEL": "m", "SOTOPIA_LS_LLM_TIMEOUT": "soon"},
+         "SOTOPIA_LS_LLM_WORKERS must be a whole number and SOTOPIA_LS_LLM_TIMEOUT a number of seconds, both positive"),
     ],
 )
 def test_the_server_refuses_bad_settings_in_one_line(ml_python: Path, settings, message) -> None:

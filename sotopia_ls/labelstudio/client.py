@@ -144,7 +144,7 @@ def episode_tasks(client: LabelStudio, project_id: int) -> dict[str, list[TaskCo
     """``episode_id → its tasks`` (lowest id first) for every task of the project."""
     found: dict[str, list[TaskCopy]] = {}
     with sdk_errors("listing tasks", project=project_id):
-        # include= trims each task to what is read here: about 6x faster than full tasks.
+        # include= trims each task to what is read here: much faster than full tasks.
         tasks = client.tasks.list(
             project=project_id, page_size=_PAGE_SIZE,
             include="id,data,total_annotations,cancelled_annotations,draft_exists",
@@ -185,7 +185,7 @@ def import_batch(client: LabelStudio, project_id: int, tasks: list[dict[str, Any
 
     The request is ``projects.import_tasks``'s, sent on the SDK's own HTTP client (its base
     URL, API key and timeout), with the body encoded once by orjson: the SDK's method first
-    walks every value of every task twice in Python, which costs 30 times the encoding and a
+    walks every value of every task twice in Python, which costs many times the encoding and a
     third of an import's wall time. The client's private ``_client_wrapper`` is the one SDK
     internal the package depends on (the SDK's own extensions reach it the same way); the
     import tests fail at once if it moves.
@@ -369,9 +369,9 @@ def switch_off_event_webhook(client: Any, project_id: int, backend_url: str) -> 
                 client.webhooks.update(id=webhook.id, is_active=False)
 
 
-# Tasks per request Label Studio sends the backend: 100 sample tasks are about 0.7 MB, far below
-# the backend's body limit, and a judge that takes a few seconds a task answers within Label
-# Studio's ML_TIMEOUT_PREDICT (100 s) with its default workers.
+# Tasks per request Label Studio sends the backend: far below the backend's body limit
+# (docs/benchmarks.md measures a request's size), and few enough that a judge taking a few
+# seconds a task answers within Label Studio's ML_TIMEOUT_PREDICT with its default workers.
 RETRIEVE_BATCH = 100
 
 

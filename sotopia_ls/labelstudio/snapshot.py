@@ -46,7 +46,7 @@ def _finished_snapshot(client: LabelStudio, project_id: int, snapshot: Export,
     return snapshot
 
 
-def project_pieces(
+def project_reads(
     client: LabelStudio, project_id: int, *, timeout: float = 3600.0
 ) -> Iterator[bytes]:
     """The bytes of every task of a live project with all annotations (cancelled ones
