@@ -12,8 +12,7 @@ from sotopia_ls.exporter import Tally
 from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.exporter.report import build_report
 
-from conftest import read_study
-from conftest import invoke
+from conftest import invoke, read_study
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +160,19 @@ def test_the_report_opens_in_chromium_with_every_plot_drawn(page, tmp_path):
         headings = browser_page.locator("h2").all_inner_texts()
         assert [d.label for d in DIMENSIONS] == [h.split(" (")[0] for h in headings[-7:]]
         browser_page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+
+
+def test_the_report_says_how_many_episodes_had_a_model_score_and_why_a_figure_is_blank(
+    study, tmp_path
+):
+    """One episode of 42 has a model evaluation: the comparison says so, and its correlations
+    are blank for a reason the page gives, not left unexplained."""
+    model = first_annotator_as_model(study)
+    one = model[model["episode_id"] == model["episode_id"].iloc[0]]
+    report = build_report(study, one, Tally(), bootstrap=0)
+    html = report.write(tmp_path / "report").read_text()
+    assert "1 of 42 rated episodes (2 of 84 episode × agent units) carry a model evaluation" in html
+    assert "blank (–) with fewer than 3 paired units" in html
+    assert report.human_vs_model["pearson"].isna().all()
+    coverage = report.coverage.set_index("dimension")
+    assert (coverage["units"] == 84).all() and (coverage["units_with_model"] == 2).all()
