@@ -41,6 +41,18 @@ def _neutralized_array(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunk
                       array)
 
 
+def has_formula_cells(table: pa.Table) -> bool:
+    """Whether any text cell of ``table`` would be evaluated by a spreadsheet."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return any(
+        pc.any(pc.match_substring_regex(column, FORMULA_START)).as_py()
+        for column in table.columns
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+    )
+
+
 def neutralized_table(table: pa.Table) -> pa.Table:
     """``table`` with every text cell a spreadsheet would evaluate made plain text."""
     import pyarrow as pa

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .cells import neutralized_table
+from .cells import FORMULA_START, has_formula_cells, neutralized_table
 from .shapes import annotation_records, episode_records, evaluation_records
 from .tables import long_table, otree_data, wide_table
 from .validate import Part
@@ -79,6 +80,10 @@ def encode_part(part: Part, encoding: Encoding,
     ``episodes.jsonl`` lines are whole, but for the episodes in ``several_tasks``: those are
     held back for the writer."""
     rows, table = part.rows, part.table
+    # Every text cell of the CSV tables comes from the annotation table, a model label, a
+    # dimension's key or JSON: when none of the first two looks like a formula, none does.
+    raw = encoding.raw_csv or not (has_formula_cells(table) or any(
+        re.match(FORMULA_START, label) for label in encoding.model_names.values()))
     otree = {episode: otree_data(task_data) for episode, task_data in part.data.items()}
     long = long_table(table)
     records = list(annotation_records(rows))
@@ -90,9 +95,8 @@ def encode_part(part: Part, encoding: Encoding,
         "evaluations.jsonl": jsonl(evaluation_records(rows)),
         "episodes.jsonl": jsonl(episode_records([rows[i] for i in whole],
                                                 [records[i] for i in whole])),
-        "scores_long.csv": csv_rows(long, encoding.raw_csv),
-        "scores_wide.csv": csv_rows(wide_table(table, otree, encoding.model_names),
-                                    encoding.raw_csv),
+        "scores_long.csv": csv_rows(long, raw),
+        "scores_wide.csv": csv_rows(wide_table(table, otree, encoding.model_names), raw),
     }
     held = [(_aggregated_fields(rows[i]), records[i]) for i in crowd
             if rows[i]["episode_id"] in several_tasks]
