@@ -16,7 +16,7 @@ Label Studio has no uniqueness constraint to lean on, so the push converges inst
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,11 +79,6 @@ def write_tasks(episodes: Iterable[Episode], path: Path, *, with_predictions: bo
     return len(tasks)
 
 
-def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 @dataclass
 class Copies:
     """Episodes found in more than one task: the ``surplus`` copies nobody worked on, and
@@ -107,7 +102,7 @@ def find_copies(tasks: dict[str, list[TaskCopy]]) -> Copies:
     return copies
 
 
-def repair(
+def repair_copies(
     client: LabelStudio, project_id: int, tasks: dict[str, list[TaskCopy]], report: PushReport
 ) -> None:
     """Delete the surplus copies; record the episodes whose copies were worked on."""
@@ -145,7 +140,7 @@ def push_episodes(
     episodes = list(episodes)
     report = PushReport(project_id)
     present = episode_tasks(client, project_id)
-    repair(client, project_id, present, report)
+    repair_copies(client, project_id, present, report)
     report.already_present = sum(episode.id in present for episode in episodes)
     todo = [episode for episode in episodes if episode.id not in present]
     expected = task_count(client, project_id) + len(todo)
@@ -171,7 +166,7 @@ def push_episodes(
             report.with_predictions += _predicted(saved, with_predictions)
             bar.update(len(saved))
     if task_count(client, project_id) != expected:
-        repair(client, project_id, episode_tasks(client, project_id), report)
+        repair_copies(client, project_id, episode_tasks(client, project_id), report)
     if with_predictions and report.imported:
         _keep_predictions_hidden_unless_shown(client, project_id)
     return report
