@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
@@ -112,6 +111,8 @@ def pearson_from_moments(totals: np.ndarray) -> np.ndarray:
 
 def _value_weights(draw: Draw, codes: np.ndarray, size: int) -> np.ndarray:
     """Resamples × ``size``: the summed draw counts of the rows with each code."""
+    from scipy import sparse  # the export extra; imported when used
+
     per_episode = sparse.csr_matrix(
         (np.ones(codes.size), (draw.episode, codes)), shape=(draw.weights.shape[1], size)
     )  # episodes × codes; a repeated (episode, code) is summed
