@@ -5,6 +5,7 @@
     ├── InvalidInput            bad episodes or annotations; carries every Problem found
     ├── UnknownFormat           a file whose format could not be detected or is not supported
     ├── InvalidLabelingConfig   a config Label Studio would reject or that breaks the rating contract
+    ├── StudyError              the study gateway cannot run as configured (study file, editor files)
     └── LabelStudioError        a Label Studio call failed; carries project/task ids when known
         ├── ProjectNotFound     --project named no project on the server
         └── ImportOutcomeUnknown  an import request failed after the server may have saved it
@@ -109,4 +110,8 @@ class ProjectNotFound(LabelStudioError):
 
 
 class ImportOutcomeUnknown(LabelStudioError):
+    pass
+
+
+class StudyError(SotopiaLSError):
     pass

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -388,3 +389,73 @@ def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRI
                 id="retrieve_tasks_predictions", project=project_id,
                 selected_items={"all": False, "included": ids[start : start + batch_size]},
             )
+
+
+# --- the study gateway: participants' users, one task's data, their annotations ----------------
+
+
+def ensure_user(client: LabelStudio, email: str, username: str) -> int:
+    """The id of the user with ``email``, created by the owner's key when there is none.
+
+    Such a user has no password and never logs in: the study gateway creates annotations in
+    its name. A user made earlier (a participant who returns, or another gateway process
+    that got there first) is found by its email. Neither value is put in a message.
+    """
+    with sdk_errors("creating a participant's user"):
+        try:
+            return client.users.create(email=email, username=username).id
+        except ApiError as exc:
+            if exc.status_code != 400:
+                raise
+        for user in client.users.list():
+            if (user.email or "").lower() == email.lower():
+                return user.id
+    raise LabelStudioError("Label Studio refused to create a participant's user, and has none "
+                           "with that email")
+
+
+def task_data(client: LabelStudio, task_id: int) -> dict[str, Any]:
+    """The ``data`` of one task."""
+    with sdk_errors(f"reading task {task_id}"):
+        return dict(client.tasks.get(id=task_id).data or {})
+
+
+def project_task_ids(client: LabelStudio, project_id: int) -> list[int]:
+    """The id of every task of the project, lowest first."""
+    with sdk_errors("listing tasks", project=project_id):
+        tasks = client.tasks.list(project=project_id, include="id", page_size=_PAGE_SIZE)
+        return sorted(task.id for task in tasks)
+
+
+def user_annotation(client: LabelStudio, task_id: int, user_id: int) -> int | None:
+    """The id of the user's (first) annotation on the task, if there is one."""
+    with sdk_errors(f"listing the annotations of task {task_id}"):
+        mine = [a.id for a in client.annotations.list(id=task_id) if a.completed_by == user_id]
+    return min(mine) if mine else None
+
+
+def save_annotation(
+    client: LabelStudio, task_id: int, *, user_id: int, results: list[dict[str, Any]],
+    lead_time: float, started_at: datetime, unique_id: str,
+) -> int:
+    """Create the user's annotation on the task once, however often it is sent; its id.
+
+    ``unique_id`` (a UUID) makes the request idempotent: Label Studio keeps it with the
+    annotation under a unique constraint and answers 409 when it already holds it, as for a
+    retry whose first answer was lost; the annotation saved then is looked up. ``started_at``
+    goes into ``draft_created_at``, Label Studio's field for when work on an annotation began.
+    """
+    with sdk_errors(f"saving an annotation on task {task_id}"):
+        try:
+            return client.annotations.create(
+                id=task_id, result=results, completed_by=user_id, lead_time=lead_time,
+                draft_created_at=started_at, unique_id=unique_id,
+            ).id
+        except ApiError as exc:
+            if exc.status_code != 409:
+                raise
+    saved = user_annotation(client, task_id, user_id)
+    if saved is None:
+        raise LabelStudioError("Label Studio holds the annotation's unique id but no annotation "
+                               "of its user on the task", task=task_id)
+    return saved
