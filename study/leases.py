@@ -1,0 +1,277 @@
+"""Who rates which episode: k slots per episode, each given out as a lease.
+
+A participant holds at most one lease at a time. Asking for work first renews the lease the
+visit already holds (a participant who reloads or returns gets the same episode back, if its
+slot was not given away meanwhile), else takes a new one: the episode with the most slots
+already filled (so pairs complete, as the oTree queue did), never one the participant was
+ever assigned, lowest task id first. A slot is free when never given out or when its lease
+has expired; taking it is one conditional UPDATE (see ``store``), so concurrent gateways
+simply move on to the next candidate.
+
+A submission settles its assignment: it marks the slot the assignment holds ``done`` (even
+after the lease expired: nobody took the slot, so the work counts), else takes any free slot
+of the same episode, else is kept as ``surplus``: stored here, flagged, never counted and
+never dropped.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from .store import aware, assignments, now, slots, visits
+
+# Candidates read per query; more are read when all of them were taken meanwhile.
+_CANDIDATES = 8
+_ROUNDS = 5
+
+COUNTED = ("saving", "saved", "surplus")  # states of an assignment the participant submitted
+
+
+@dataclass(frozen=True)
+class Assignment:
+    id: int
+    key: str
+    task_id: int
+    state: str
+    assigned_at: datetime
+    first_shown_at: datetime | None
+    submitted_at: datetime | None
+    late: bool
+    results: list[dict[str, Any]] | None
+    lead_time: float | None
+    ls_annotation_id: int | None
+    participant_id: int
+    visit_id: int
+
+    @classmethod
+    def of(cls, row: Any) -> Assignment:
+        return cls(
+            id=row.id, key=row.key, task_id=row.task_id, state=row.state,
+            assigned_at=aware(row.assigned_at), first_shown_at=aware(row.first_shown_at),
+            submitted_at=aware(row.submitted_at), late=bool(row.late), results=row.results,
+            lead_time=row.lead_time, ls_annotation_id=row.ls_annotation_id,
+            participant_id=row.participant_id, visit_id=row.visit_id,
+        )
+
+
+def sync_slots(engine: Engine, study: str, task_ids: list[int], k: int) -> int:
+    """Give every task of the project its k slots (new tasks get theirs on the next start)."""
+    with engine.begin() as conn:
+        have = set(conn.execute(select(slots.c.task_id, slots.c.slot).where(slots.c.study == study)))
+        missing = [{"study": study, "task_id": task, "slot": slot, "state": "free"}
+                   for task in task_ids for slot in range(1, k + 1) if (task, slot) not in have]
+        if missing:
+            conn.execute(insert(slots), missing)
+    return len(missing)
+
+
+def _free(moment: datetime) -> Any:
+    return or_(slots.c.state == "free",
+               and_(slots.c.state == "leased", slots.c.expires_at < moment))
+
+
+def _filled(moment: datetime) -> Any:
+    return func.sum(case(
+        (or_(slots.c.state == "done",
+             and_(slots.c.state == "leased", slots.c.expires_at >= moment)), 1),
+        else_=0,
+    ))
+
+
+def _candidates(conn: Connection, study: str, participant_id: int, k: int,
+                moment: datetime) -> list[int]:
+    seen = select(assignments.c.task_id).where(
+        assignments.c.study == study, assignments.c.participant_id == participant_id
+    )
+    filled = _filled(moment)
+    query = (
+        select(slots.c.task_id)
+        .where(slots.c.study == study, slots.c.slot <= k, slots.c.task_id.not_in(seen))
+        .group_by(slots.c.task_id)
+        .having(filled < k)
+        .order_by(filled.desc(), slots.c.task_id)
+        .limit(_CANDIDATES)
+    )
+    return list(conn.execute(query).scalars())
+
+
+def _take_slot(conn: Connection, study: str, task_id: int, k: int, moment: datetime,
+               values: dict[str, Any]) -> int | None:
+    """Set ``values`` on one free slot of the task: its number, or None when none is free.
+
+    The UPDATE repeats what was seen of the slot (free, or leased to that assignment and
+    expired), so it changes nothing if another transaction took the slot in between; the
+    assignment whose expired lease is taken over becomes ``expired``.
+    """
+    seen = conn.execute(
+        select(slots.c.slot, slots.c.state, slots.c.assignment_id)
+        .where(slots.c.study == study, slots.c.task_id == task_id, slots.c.slot <= k,
+               _free(moment))
+        .order_by(slots.c.slot)
+    ).all()
+    for slot, state, previous in seen:
+        same = (slots.c.state == "free") if state == "free" else and_(
+            slots.c.state == "leased", slots.c.assignment_id == previous,
+            slots.c.expires_at < moment,
+        )
+        taken = conn.execute(
+            update(slots)
+            .where(slots.c.study == study, slots.c.task_id == task_id, slots.c.slot == slot, same)
+            .values(**values)
+        ).rowcount
+        if taken:
+            if previous is not None:
+                conn.execute(update(assignments)
+                             .where(assignments.c.id == previous, assignments.c.state == "leased")
+                             .values(state="expired"))
+            return slot
+    return None
+
+
+def _visit_lease(conn: Connection, visit_id: int, moment: datetime,
+                 lease: timedelta) -> Assignment | None:
+    """The visit's leased assignment with its lease renewed, if its slot is still its own."""
+    row = conn.execute(
+        select(assignments).where(assignments.c.visit_id == visit_id,
+                                  assignments.c.state == "leased")
+        .order_by(assignments.c.id.desc()).limit(1)
+    ).first()
+    if row is None:
+        return None
+    renewed = conn.execute(
+        update(slots)
+        .where(slots.c.study == row.study, slots.c.task_id == row.task_id,
+               slots.c.assignment_id == row.id, slots.c.state == "leased")
+        .values(expires_at=moment + lease)
+    ).rowcount
+    if renewed:
+        return Assignment.of(row)
+    conn.execute(update(assignments).where(assignments.c.id == row.id).values(state="expired"))
+    return None
+
+
+def lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int, *,
+                    k: int, lease_seconds: float) -> Assignment | None:
+    """The assignment the visit should work on now, or None when no episode is left for it."""
+    try:
+        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds)
+    except IntegrityError:
+        # The same participant asked twice at once (two tabs): the other request's lease stands.
+        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds)
+
+
+def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int,
+                     k: int, lease_seconds: float) -> Assignment | None:
+    moment, lease = now(), timedelta(seconds=lease_seconds)
+    with engine.begin() as conn:
+        # One request per visit at a time takes a lease (PostgreSQL row lock; SQLite's
+        # BEGIN IMMEDIATE already serializes writers).
+        conn.execute(select(visits.c.id).where(visits.c.id == visit_id).with_for_update())
+        current = _visit_lease(conn, visit_id, moment, lease)
+        if current is not None:
+            return current
+        for _ in range(_ROUNDS):
+            candidates = _candidates(conn, study, participant_id, k, moment)
+            if not candidates:
+                return None
+            for task_id in candidates:
+                slot = _take_slot(conn, study, task_id, k, moment,
+                                  {"state": "leased", "assignment_id": None,
+                                   "expires_at": moment + lease})
+                if slot is not None:
+                    return _new_assignment(conn, study, task_id, slot, participant_id,
+                                           visit_id, moment)
+    return None
+
+
+def _new_assignment(conn: Connection, study: str, task_id: int, slot: int,
+                    participant_id: int, visit_id: int, moment: datetime) -> Assignment:
+    assignment_id = conn.execute(insert(assignments).values(
+        key=secrets.token_hex(16), study=study, task_id=task_id,
+        participant_id=participant_id, visit_id=visit_id, state="leased", assigned_at=moment,
+        late=0,
+    )).inserted_primary_key[0]
+    conn.execute(update(slots)
+                 .where(slots.c.study == study, slots.c.task_id == task_id, slots.c.slot == slot)
+                 .values(assignment_id=assignment_id))
+    return Assignment.of(conn.execute(
+        select(assignments).where(assignments.c.id == assignment_id)).one())
+
+
+def mark_shown(engine: Engine, assignment_id: int) -> datetime:
+    """When the assignment's episode was first shown (set on the first call only)."""
+    with engine.begin() as conn:
+        conn.execute(update(assignments)
+                     .where(assignments.c.id == assignment_id,
+                            assignments.c.first_shown_at.is_(None))
+                     .values(first_shown_at=now()))
+        return aware(conn.execute(select(assignments.c.first_shown_at)
+                                  .where(assignments.c.id == assignment_id)).scalar_one())
+
+
+def find(engine: Engine, key: str, participant_id: int) -> Assignment | None:
+    """The participant's assignment ``key``; None for anyone else's (or none at all)."""
+    with engine.connect() as conn:
+        row = conn.execute(select(assignments).where(
+            assignments.c.key == key, assignments.c.participant_id == participant_id)).first()
+    return Assignment.of(row) if row is not None else None
+
+
+def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]],
+           k: int) -> Assignment:
+    """Record the submission of ``assignment`` once; returns it as now stored.
+
+    ``saving`` when it holds a slot (it is then sent to Label Studio), ``surplus`` when every
+    slot of its episode went to others after its lease expired. A second call (a double
+    click, a retried request) changes nothing and returns the first outcome.
+    """
+    moment = now()
+    with engine.begin() as conn:
+        row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)
+                           .with_for_update()).one()
+        if row.state in COUNTED:
+            return Assignment.of(row)
+        held = conn.execute(
+            select(slots.c.expires_at).where(
+                slots.c.study == row.study, slots.c.task_id == row.task_id,
+                slots.c.assignment_id == row.id, slots.c.state == "leased")
+        ).first()
+        late = row.state == "expired" or (held is not None and aware(held[0]) < moment)
+        done = {"state": "done", "assignment_id": row.id, "expires_at": None}
+        if held is not None:
+            conn.execute(update(slots).where(
+                slots.c.study == row.study, slots.c.task_id == row.task_id,
+                slots.c.assignment_id == row.id, slots.c.state == "leased").values(**done))
+            state = "saving"
+        else:
+            taken = _take_slot(conn, row.study, row.task_id, k, moment, done)
+            state = "surplus" if taken is None else "saving"
+        shown = aware(row.first_shown_at) or aware(row.assigned_at)
+        conn.execute(update(assignments).where(assignments.c.id == row.id).values(
+            state=state, submitted_at=moment, late=int(late), results=results,
+            lead_time=(moment - shown).total_seconds(),
+        ))
+        return Assignment.of(conn.execute(
+            select(assignments).where(assignments.c.id == row.id)).one())
+
+
+def mark_saved(engine: Engine, assignment_id: int, annotation_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(assignments)
+                     .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
+                     .values(state="saved", ls_annotation_id=annotation_id))
+
+
+def pending_saves(engine: Engine, study: str) -> list[Assignment]:
+    """Submissions recorded here but not yet confirmed saved in Label Studio."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(assignments).where(assignments.c.study == study,
+                                                      assignments.c.state == "saving")
+                            .order_by(assignments.c.id)).all()
+    return [Assignment.of(row) for row in rows]

@@ -1,0 +1,107 @@
+"""The study file: what one crowd study is, written by ``sotopia-ls study init``.
+
+A JSON document validated by ``StudyFile``. It holds no secret: the session key is read from
+the environment variable it names, Label Studio's address and key from ``LABEL_STUDIO_URL`` /
+``LABEL_STUDIO_API_KEY`` (or flags), and a database URL with a password from
+``SOTOPIA_LS_STUDY_DATABASE`` (or ``--database``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import StudyError
+
+STUDY_FILE = Path("study.json")
+SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"
+DATABASE_ENV = "SOTOPIA_LS_STUDY_DATABASE"
+# Prolific's page that completes a submission with the code in ``cc``.
+PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
+# A session key shorter than this is refused: it signs every participant's cookie.
+MIN_SECRET_LENGTH = 32
+_CODE = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+def completion_url(code: str, base: str = PROLIFIC_COMPLETE) -> str:
+    """Prolific's completion link for ``code``."""
+    return f"{base}?cc={code}"
+
+
+class StudyFile(BaseModel):
+    """One study: its project, how episodes are shared out, and how participants leave."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{2,40}$",
+                      description="The study's name in its participant link: /s/<name>.")
+    project: int = Field(ge=1, description="Id of the Label Studio project holding the episodes.")
+    title: str = Field("Rate social interactions", min_length=1, max_length=120,
+                       description="Shown to participants as the page title.")
+    raters_per_episode: int = Field(2, ge=1, le=20,
+                                    description="k: distinct participants who rate each episode.")
+    episodes_per_participant: int = Field(
+        2, ge=1, le=100, description="m: episodes a participant rates in one Prolific session."
+    )
+    lease_minutes: float = Field(30, gt=0, le=24 * 60,
+                                 description="How long an episode is held for a participant.")
+    completion_code: str = Field(pattern=_CODE, description="Prolific completion code.")
+    completion_url: str = Field(description="Where a participant goes when done.")
+    no_slots_code: str | None = Field(None, pattern=_CODE, description=(
+        "Code for a participant who arrives when nothing is left to rate (none: no code)."))
+    no_slots_url: str | None = Field(None, description="Where such a participant goes.")
+    database: str = Field(description="SQLAlchemy URL of the gateway's own database.")
+    secret_env: str = Field(SECRET_ENV, pattern=r"^[A-Z_][A-Z0-9_]*$",
+                            description="Environment variable holding the session key.")
+
+    @field_validator("completion_url", "no_slots_url")
+    @classmethod
+    def _web_address(cls, url: str | None) -> str | None:
+        if url is not None and urlsplit(url).scheme not in ("https", "http"):
+            raise ValueError(f"{url!r} is not an http(s) address")
+        return url
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.lease_minutes * 60
+
+    def secret(self) -> str:
+        """The session key from ``secret_env``; refused when unset or short, with the fix."""
+        value = os.environ.get(self.secret_env, "")
+        if len(value) < MIN_SECRET_LENGTH:
+            raise StudyError(
+                f"{self.secret_env} must hold a random session key of at least "
+                f"{MIN_SECRET_LENGTH} characters: export {self.secret_env}=$(python3 -c "
+                "'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return value
+
+
+def default_database(name: str) -> str:
+    """SQLite in ``var/study/<name>.sqlite3`` of the current folder."""
+    return f"sqlite:///var/study/{name}.sqlite3"
+
+
+def read_study(path: Path) -> StudyFile:
+    """The study file at ``path``; an unreadable or invalid one names the field and the fix."""
+    try:
+        return StudyFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise StudyError(f"cannot read the study file {path}: {error.strerror}; "
+                         "write one with `sotopia-ls study init`") from None
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = ".".join(map(str, first["loc"])) or "the file"
+        raise StudyError(f"study file {path}: {where}: {first['msg']}") from None
+
+
+def write_study(study: StudyFile, path: Path, *, overwrite: bool = False) -> Path:
+    """Write ``study`` to ``path``; an existing file is kept unless ``overwrite``."""
+    if path.exists() and not overwrite:
+        raise StudyError(f"{path} exists; pass --force to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(study.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path

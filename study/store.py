@@ -1,0 +1,181 @@
+"""The gateway's own database: participants, their visits, episode slots and assignments.
+
+SQLAlchemy Core on SQLite (the default, one file) or PostgreSQL (``postgresql://…``, through
+psycopg), so several gateway processes can share one state. Every rule that must hold across
+processes is a constraint or a conditional update inside a transaction, never a check made
+in Python first:
+
+- ``slots``: exactly k rows per episode (task). A slot is ``free``, ``leased`` (held for one
+  assignment until ``expires_at``) or ``done`` (its assignment was submitted). Taking a slot
+  is one ``UPDATE … WHERE`` the slot is free or its lease has expired, so two processes can
+  never both take it.
+- ``assignments``: one participant on one episode; unique per (study, task, participant), so
+  nobody rates an episode twice. ``key`` is its public, unguessable id (also the annotation's
+  ``unique_id`` in Label Studio, which makes saving idempotent).
+
+On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (the write lock up front, so two
+processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from ..errors import StudyError
+
+metadata = MetaData()
+
+
+def _time(name: str, **kwargs: Any) -> Column:
+    return Column(name, DateTime(timezone=True), **kwargs)
+
+
+participants = Table(
+    "participants", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("study", String(64), nullable=False),
+    Column("external_id", String(64), nullable=False),  # Prolific's PROLIFIC_PID
+    Column("ls_user_id", Integer),
+    _time("arrived_at", nullable=False),
+    UniqueConstraint("study", "external_id"),
+)
+
+# One Prolific session of a participant: they rate up to m episodes in it.
+visits = Table(
+    "visits", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("participant_id", ForeignKey("participants.id"), nullable=False),
+    Column("prolific_study_id", String(64), nullable=False),
+    Column("prolific_session_id", String(64), nullable=False),
+    _time("arrived_at", nullable=False),
+    _time("instructions_read_at"),
+    _time("finished_at"),
+    Column("outcome", String(16)),  # "completed" | "no_slots" once finished
+    UniqueConstraint("participant_id", "prolific_session_id"),
+)
+
+slots = Table(
+    "slots", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("slot", Integer, primary_key=True),
+    Column("state", String(8), nullable=False, default="free"),  # free | leased | done
+    Column("assignment_id", Integer),
+    _time("expires_at"),
+    Index("slots_by_state", "study", "state", "task_id"),
+)
+
+assignments = Table(
+    "assignments", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("key", String(32), nullable=False, unique=True),
+    Column("study", String(64), nullable=False),
+    Column("task_id", Integer, nullable=False),
+    Column("participant_id", ForeignKey("participants.id"), nullable=False),
+    Column("visit_id", ForeignKey("visits.id"), nullable=False),
+    # leased → saving → saved; leased → expired (its slot went to someone else);
+    # a submission that found no slot → surplus (kept here, not sent to Label Studio).
+    Column("state", String(8), nullable=False),
+    _time("assigned_at", nullable=False),
+    _time("first_shown_at"),
+    _time("submitted_at"),
+    Column("late", Integer, nullable=False, default=0),  # 1: submitted after its lease expired
+    Column("results", JSON),
+    Column("lead_time", Float),
+    Column("ls_annotation_id", Integer),
+    UniqueConstraint("study", "task_id", "participant_id"),
+    Index("assignments_by_visit", "visit_id", "state"),
+    Index("assignments_by_state", "study", "state"),
+)
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    """``moment`` with its time zone: SQLite hands back naive datetimes (stored as UTC)."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)
+
+
+def database_url(url: str) -> str:
+    """``url`` with PostgreSQL pointed at psycopg 3 (SQLAlchemy's default is psycopg2)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url.removeprefix(prefix)
+    return url
+
+
+def shown_url(url: str) -> str:
+    """The database URL as it may be printed: without its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(an invalid database URL)"
+
+
+def _sqlite_transactions(engine: Engine) -> None:
+    """WAL, a busy timeout and ``BEGIN IMMEDIATE``: SQLAlchemy's documented pysqlite recipe."""
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself, below
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def open_store(url: str) -> Engine:
+    """An engine on the study database, its tables created when missing."""
+    try:
+        parsed = make_url(database_url(url))
+    except ArgumentError:
+        raise StudyError(f"not a database URL: {shown_url(url)}") from None
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed)
+        _sqlite_transactions(engine)
+    elif parsed.get_backend_name() == "postgresql":
+        engine = create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    else:
+        raise StudyError(f"the study database must be SQLite or PostgreSQL, not {shown_url(url)}")
+    metadata.create_all(engine)
+    return engine
+
+
+def insert_once(engine: Engine, table: Table, values: dict[str, Any]) -> None:
+    """Insert a row unless one with the same unique key exists (another process's, say)."""
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    with engine.begin() as conn:
+        conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
