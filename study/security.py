@@ -1,0 +1,115 @@
+"""What keeps the participant pages safe: headers, the CSRF token, bounded bodies, data in HTML.
+
+- ``SecurityHeaders``: every response carries a strict Content-Security-Policy (scripts only
+  from the gateway itself, no inline script, no eval; Label Studio's editor needs inline
+  styles), ``nosniff``, no referrer (a participant's Prolific link never leaks onward), no
+  framing; pages and answers are never cached. It also writes the one-line access log,
+  without query strings, so Prolific ids never reach a log.
+- The CSRF token is a synchronizer token kept in the signed session and required back on
+  every POST: as the ``X-CSRF-Token`` header of the rating submission, as a form field of the
+  instructions form.
+- ``json_for_html``: data placed in a ``<script type="application/json">`` block with ``<``,
+  ``>``, ``&`` and the line separators escaped, so episode text can never close the block.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+import time
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; "
+    "base-uri 'none'; form-action 'self'"
+)
+_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+}
+STATIC_PREFIX = "/static/"
+CSRF_HEADER = "x-csrf-token"
+CSRF_FIELD = "csrf"
+_CSRF_KEY = "csrf"
+
+log = logging.getLogger("sotopia_ls.study")
+
+
+class SecurityHeaders:
+    """Pure ASGI middleware: the headers above on every response, and one log line each."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = MutableHeaders(scope=message)
+                for name, value in _HEADERS.items():
+                    headers[name] = value
+                if not scope["path"].startswith(STATIC_PREFIX):
+                    headers["cache-control"] = "no-store"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            log.info("%s %s %d %.0f ms", scope["method"], scope["path"], status,
+                     (time.perf_counter() - started) * 1000)
+
+
+def csrf_token(request: Request) -> str:
+    """The session's CSRF token, made on first use."""
+    token = request.session.get(_CSRF_KEY)
+    if not token:
+        token = request.session[_CSRF_KEY] = secrets.token_urlsafe(32)
+    return token
+
+
+def check_csrf(request: Request, sent: str | None) -> None:
+    """403 unless ``sent`` is the session's CSRF token."""
+    expected = request.session.get(_CSRF_KEY)
+    if not expected or not sent or not hmac.compare_digest(expected, sent):
+        raise HTTPException(403, "This form has expired: reload the page and try again.")
+
+
+async def bounded_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 once it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise HTTPException(413, "The request is too large.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, "The request is too large.")
+    return bytes(body)
+
+
+def json_for_html(value: Any) -> str:
+    """JSON that is safe inside ``<script type="application/json">``."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text
