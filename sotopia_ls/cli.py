@@ -35,6 +35,7 @@ from .labelstudio.push import (
 from .ml_backend import is_loopback
 from .ml_backend.commands import connect_command, ml_backend_command
 from .options import failures_as_messages, server_options
+from .study.commands import study_command
 
 DEFAULT_TITLE = "Sotopia human evaluation"
 
@@ -398,3 +399,4 @@ main.add_command(export_command)
 main.add_command(report_command)
 main.add_command(ml_backend_command)
 main.add_command(connect_command)
+main.add_command(study_command)

@@ -1,0 +1,223 @@
+"""``sotopia-ls study``: set up, run and follow a blind crowd study.
+
+Each command is a thin layer over one public function. The web stack (Starlette, uvicorn,
+SQLAlchemy) comes with the ``study`` extra and is imported only when a command needs it, so
+``sotopia-ls`` works without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import SotopiaLSError
+from ..options import server_options
+from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
+from .settings import (
+    DATABASE_ENV,
+    SECRET_ENV,
+    STUDY_FILE,
+    completion_url,
+    default_database,
+    read_study,
+)
+
+EXTRA_HINT = "install the study extra: pip install 'sotopia-label-studio[study]'"
+
+
+def _web_stack() -> Any:
+    """The modules that need the study extra, or a one-line fix."""
+    try:
+        from . import serve, status, store
+    except ImportError as error:
+        raise click.ClickException(f"{error.name} is missing: {EXTRA_HINT}") from None
+    return serve, status, store
+
+
+def _study_option(command: Any) -> Any:
+    return click.option(
+        "--study", "study_path", type=click.Path(dir_okay=False, path_type=Path),
+        default=STUDY_FILE, show_default=True, help="The study file written by `study init`.",
+    )(command)
+
+
+def _database_option(command: Any) -> Any:
+    return click.option(
+        "--database", envvar=DATABASE_ENV, show_envvar=True,
+        help="The gateway's database URL, instead of the study file's (e.g. "
+        "postgresql://user@host/db; a password belongs here, not in the file).",
+    )(command)
+
+
+@click.group("study")
+def study_command() -> None:
+    """Run a blind crowd study: a participant gateway between Prolific and Label Studio.
+
+    Participants arrive from a Prolific study link, read the instructions, rate episodes in
+    Label Studio's own editor (never seeing Label Studio, its key or anyone else's work) and
+    return to Prolific with the completion code. Each episode gets exactly k raters.
+
+    Example:
+
+        sotopia-ls study fetch-editor
+
+        sotopia-ls study init --name pilot --project "Pilot study" --completion-code C1A2B3
+
+        export SOTOPIA_LS_STUDY_SECRET=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+
+        sotopia-ls study serve
+
+        sotopia-ls study status
+    """
+
+
+@study_command.command("init")
+@click.option("--name", required=True,
+              help="The study's name in its participant link (/s/NAME): lowercase letters, "
+              "digits and dashes.")
+@click.option("--project", required=True, help="Id or exact title of the Label Studio project.")
+@click.option("--completion-code", required=True, help="The Prolific study's completion code.")
+@click.option("--completion-url", "completion_link",
+              help="Where participants go when done [default: Prolific's completion link "
+              "with the code].")
+@click.option("--raters-per-episode", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="k: distinct participants who rate each episode.")
+@click.option("--episodes-per-participant", type=click.IntRange(1, 100), default=2,
+              show_default=True, help="m: episodes one participant rates in a session.")
+@click.option("--lease-minutes", type=click.FloatRange(min=1, max=24 * 60), default=30,
+              show_default=True, help="How long an episode is held for a participant.")
+@click.option("--no-slots-code",
+              help="Code for participants who arrive when nothing is left to rate.")
+@click.option("--no-slots-url", "no_slots_link",
+              help="Where those participants go [default: Prolific's link with that code].")
+@click.option("--title", default="Rate social interactions", show_default=True,
+              help="Title of the participant pages.")
+@click.option("--database", help="The gateway's database URL [default: SQLite in "
+              "var/study/NAME.sqlite3 of the folder `study serve` runs in].")
+@click.option("--secret-env", default=SECRET_ENV, show_default=True,
+              help="Environment variable that will hold the session key.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=STUDY_FILE, show_default=True, help="Where to write the study file.")
+@click.option("--force", is_flag=True, help="Replace an existing study file.")
+@server_options
+def init_command(
+    name: str, project: str, completion_code: str, completion_link: str | None,
+    raters_per_episode: int, episodes_per_participant: int, lease_minutes: float,
+    no_slots_code: str | None, no_slots_link: str | None, title: str, database: str | None,
+    secret_env: str, output: Path, force: bool, url: str | None, api_key: str | None,
+) -> None:
+    """Write a study file for a Label Studio project (checked on the server).
+
+    Example:
+
+        sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --no-slots-code NOSLOT1
+    """
+    serve, _, _ = _web_stack()
+    from ..labelstudio.client import connect
+
+    try:
+        study = serve.init_study(
+            connect(url, api_key), output, project=project, overwrite=force, name=name,
+            title=title, raters_per_episode=raters_per_episode,
+            episodes_per_participant=episodes_per_participant, lease_minutes=lease_minutes,
+            completion_code=completion_code,
+            completion_url=completion_link or completion_url(completion_code),
+            no_slots_code=no_slots_code,
+            no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code else None),
+            database=database or default_database(name), secret_env=secret_env,
+        )
+    except (SotopiaLSError, ValueError) as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
+               f"{study.raters_per_episode} raters per episode, "
+               f"{study.episodes_per_participant} episodes per participant")
+    click.echo("On Prolific, set the study URL to\n  "
+               + serve.participant_link(study, "https://YOUR-GATEWAY-ADDRESS"))
+    click.echo(f"Before `sotopia-ls study serve`, set {study.secret_env} to a random key.")
+
+
+@study_command.command("serve")
+@_study_option
+@_database_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; any but loopback needs --public.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on.")
+@click.option("--public", is_flag=True,
+              help="Listen on a public address, behind an HTTPS reverse proxy: session cookies "
+              "are then sent over HTTPS only.")
+@server_options
+def serve_command(study_path: Path, database: str | None, host: str, port: int, public: bool,
+                  url: str | None, api_key: str | None) -> None:
+    """Run the participant gateway (uvicorn; stop with Ctrl-C).
+
+    Needs the session key in the environment variable the study file names
+    (SOTOPIA_LS_STUDY_SECRET by default), Label Studio's address and key, and the editor
+    files (`sotopia-ls study fetch-editor`). Several gateways may share one PostgreSQL
+    database behind a load balancer.
+
+    Example:
+
+        sotopia-ls study serve --study study.json --port 8000
+
+        sotopia-ls study serve --host 0.0.0.0 --public --database postgresql://gateway@db/study
+    """
+    serve, _, store = _web_stack()
+    from ..labelstudio.client import connect
+
+    try:
+        study = read_study(study_path)
+        client = connect(url, api_key)
+        click.echo(f"study {study.name}: database {store.shown_url(database or study.database)}")
+        click.echo("participants' link: "
+                   + serve.participant_link(study, f"http://{host}:{port}"))
+        serve.serve_study(study, client, database=database, host=host, port=port, public=public)
+    except SotopiaLSError as error:
+        raise click.ClickException(str(error)) from error
+
+
+@study_command.command("status")
+@_study_option
+@_database_option
+def status_command(study_path: Path, database: str | None) -> None:
+    """Print a study's progress: episodes done, in progress and open, leases, participants.
+
+    Reads the gateway's database only; Label Studio is not asked.
+
+    Example:
+
+        sotopia-ls study status --study study.json
+    """
+    _, status, store = _web_stack()
+    try:
+        study = read_study(study_path)
+        figures = status.study_status(store.open_store(database or study.database), study)
+    except SotopiaLSError as error:
+        raise click.ClickException(str(error)) from error
+    for line in figures.lines(study):
+        click.echo(line)
+
+
+@study_command.command("fetch-editor")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              help=f"Where to put the editor files [default: ${EDITOR_DIR_ENV}, else "
+              f"var/editor/label-studio-{VERSION} of the current folder].")
+def fetch_editor_command(folder: Path | None) -> None:
+    """Download and verify Label Studio's labeling editor for the participant page.
+
+    The npm release @heartexlabs/label-studio 1.4.0 (Apache-2.0), checked against its pinned
+    sha512 integrity; only the script, the stylesheet and the two licence files are kept.
+    Nothing is downloaded when the folder already holds them.
+
+    Example:
+
+        sotopia-ls study fetch-editor
+
+        SOTOPIA_LS_EDITOR_DIR=/srv/editor sotopia-ls study fetch-editor
+    """
+    try:
+        written = fetch_editor(folder or editor_dir())
+    except SotopiaLSError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(f"{PACKAGE} {VERSION}: verified files in {written}")

@@ -1,0 +1,71 @@
+"""Setting a study up and running its gateway: what ``study init`` and ``study serve`` do."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import uvicorn
+from label_studio_sdk import LabelStudio
+
+from ..config import check_labeling_config
+from ..errors import StudyError
+from ..labelstudio.client import find_project
+from ..ml_backend import is_loopback
+from .app import create_app, prepare_gateway
+from .editor import check_editor, editor_dir
+from .settings import StudyFile, write_study
+from .store import open_store
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+# Prolific replaces these placeholders in the study URL with the participant's ids.
+PROLIFIC_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+
+
+def init_study(client: LabelStudio, path: Path, *, project: str, overwrite: bool = False,
+               **fields: object) -> StudyFile:
+    """Write the study file for ``project`` (id or exact title) after checking the project:
+    it must exist and keep the rating contract. ``fields`` are ``StudyFile``'s."""
+    found = find_project(client, project)
+    check_labeling_config(found.label_config or "")
+    study = StudyFile.model_validate({"project": found.id, **fields})
+    write_study(study, path, overwrite=overwrite)
+    return study
+
+
+def participant_link(study: StudyFile, address: str) -> str:
+    """The study URL to give Prolific, for a gateway reached at ``address``."""
+    return f"{address.rstrip('/')}/s/{study.name}?{PROLIFIC_PARAMETERS}"
+
+
+def check_bind(host: str, public: bool) -> None:
+    """Loopback unless ``public``: a public gateway belongs behind an HTTPS reverse proxy."""
+    if not is_loopback(host) and not public:
+        raise StudyError(
+            f"refusing to listen on {host}: participants reach a public gateway through an "
+            "HTTPS reverse proxy; pass --public to confirm (session cookies are then sent over "
+            "HTTPS only), or bind 127.0.0.1"
+        )
+
+
+def _log_config() -> dict:
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["sotopia_ls.study"] = {"handlers": ["default"], "level": "INFO",
+                                             "propagate": False}
+    return config
+
+
+def serve_study(study: StudyFile, client: LabelStudio, *, database: str | None = None,
+                host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False) -> None:
+    """Run the gateway until stopped: uvicorn, no reload, no debug, no access log with ids."""
+    check_bind(host, public)
+    secret = study.secret()
+    editor = check_editor(editor_dir())
+    engine = open_store(database or study.database)
+    gateway = prepare_gateway(study, client, engine)
+    app = create_app(gateway, secret=secret, editor_dir=editor, https_only=public)
+    uvicorn.run(
+        app, host=host, port=port, log_config=_log_config(), access_log=False,
+        server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,
+    )

@@ -1,0 +1,92 @@
+"""How far a study has come, read from the gateway's database alone (no Label Studio call)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, and_, case, func, select
+
+from .leases import COUNTED
+from .settings import StudyFile
+from .store import assignments, now, participants, slots, visits
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    episodes: int
+    done: int          # every one of its k slots rated
+    in_progress: int   # some slot rated or leased, not all rated
+    open: int          # nobody on it
+    active_leases: int
+    participants: int
+    visits_completed: int
+    visits_no_slots: int
+    visits_under_way: int
+    saved: int         # ratings in Label Studio
+    unsaved: int       # recorded here, waiting to be saved (retried every 30 s)
+    surplus: int       # submitted after the lease expired and every slot was taken: kept here
+    late: int          # submitted after the lease expired (saved or surplus)
+    median_seconds: float | None
+
+    def lines(self, study: StudyFile) -> list[str]:
+        median = (f"{self.median_seconds / 60:.1f} min" if self.median_seconds is not None
+                  else "no rating yet")
+        return [
+            f"study {study.name} (project {study.project}): {self.episodes} episodes, "
+            f"{study.raters_per_episode} raters each, up to {study.episodes_per_participant} "
+            "episodes per participant",
+            f"  episodes done:        {self.done}",
+            f"  episodes in progress: {self.in_progress}",
+            f"  episodes open:        {self.open}",
+            f"  active leases:        {self.active_leases}",
+            f"  participants:         {self.participants} ({self.visits_completed} completed, "
+            f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
+            f"  ratings:              {self.saved} saved in Label Studio, {self.unsaved} waiting "
+            f"to be saved, {self.surplus} surplus (kept in the gateway database), "
+            f"{self.late} after their lease expired",
+            f"  median time per episode: {median}",
+        ]
+
+
+def _count(condition: object) -> object:
+    return func.sum(case((condition, 1), else_=0))
+
+
+def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
+    """Progress of ``study``: episodes by state, leases, participants, timing."""
+    moment, name, k = now(), study.name, study.raters_per_episode
+    active = and_(slots.c.state == "leased", slots.c.expires_at >= moment)
+    with engine.connect() as conn:
+        per_task = conn.execute(
+            select(_count(slots.c.state == "done"), _count(active))
+            .where(slots.c.study == name, slots.c.slot <= k).group_by(slots.c.task_id)
+        ).all()
+        states = dict(conn.execute(
+            select(assignments.c.state, func.count()).where(assignments.c.study == name)
+            .group_by(assignments.c.state)).all())
+        late = conn.execute(select(func.count()).where(
+            assignments.c.study == name, assignments.c.late == 1)).scalar_one()
+        times = list(conn.execute(select(assignments.c.lead_time).where(
+            assignments.c.study == name, assignments.c.state.in_(COUNTED))).scalars())
+        people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
+        outcomes = dict(conn.execute(
+            select(visits.c.outcome, func.count())
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == name).group_by(visits.c.outcome)).all())
+    return StudyStatus(
+        episodes=len(per_task),
+        done=sum(1 for done, _ in per_task if done >= k),
+        in_progress=sum(1 for done, leased in per_task if done < k and done + leased > 0),
+        open=sum(1 for done, leased in per_task if done + leased == 0),
+        active_leases=sum(leased for _, leased in per_task),
+        participants=people,
+        visits_completed=outcomes.get("completed", 0),
+        visits_no_slots=outcomes.get("no_slots", 0),
+        visits_under_way=outcomes.get(None, 0),
+        saved=states.get("saved", 0),
+        unsaved=states.get("saving", 0),
+        surplus=states.get("surplus", 0),
+        late=late,
+        median_seconds=statistics.median(times) if times else None,
+    )
