@@ -227,6 +227,8 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         if settled.state == "saving":
             await _save_now(gateway, settled, visit.ls_user_id)
         visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
+        if visit.rated >= study.episodes_per_participant:
+            await run_in_threadpool(arrival.finish, engine, visit.id, "completed")
         return JSONResponse({"next": f"{base}/{current_page(visit, study).name}"})
 
     async def done(request: Request) -> Response:

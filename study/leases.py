@@ -37,6 +37,7 @@ COUNTED = ("saving", "saved", "surplus")  # states of an assignment the particip
 class Assignment:
     id: int
     key: str
+    study: str
     task_id: int
     state: str
     assigned_at: datetime
@@ -52,7 +53,7 @@ class Assignment:
     @classmethod
     def of(cls, row: Any) -> Assignment:
         return cls(
-            id=row.id, key=row.key, task_id=row.task_id, state=row.state,
+            id=row.id, key=row.key, study=row.study, task_id=row.task_id, state=row.state,
             assigned_at=aware(row.assigned_at), first_shown_at=aware(row.first_shown_at),
             submitted_at=aware(row.submitted_at), late=bool(row.late), results=row.results,
             lead_time=row.lead_time, ls_annotation_id=row.ls_annotation_id,
@@ -233,8 +234,12 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
     """
     moment = now()
     with engine.begin() as conn:
-        row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)
-                           .with_for_update()).one()
+        # The episode's slots first, then the assignment: the order in which taking a lease
+        # locks them too, so a late submission and a takeover of its slot cannot deadlock.
+        conn.execute(select(slots.c.slot).where(
+            slots.c.study == assignment.study, slots.c.task_id == assignment.task_id)
+            .order_by(slots.c.slot).with_for_update()).all()
+        row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)).one()
         if row.state in COUNTED:
             return Assignment.of(row)
         held = conn.execute(

@@ -1,0 +1,301 @@
+"""What the study-gateway tests share: a study on a real project, the gateway as a real uvicorn
+process, participants as HTTP clients, a stand-in for Prolific, a pausing proxy to Label
+Studio, and the database invariants every test ends on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+from label_studio_sdk import LabelStudio
+from sqlalchemy import Engine, func, select
+
+from conftest import results_of
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import create_project, import_batch
+from sotopia_ls.labelstudio.push import task_payload
+from sotopia_ls.labelstudio.server import free_port
+from sotopia_ls.samples import SAMPLES
+from sotopia_ls.study.editor import EDITOR_DIR_ENV
+from sotopia_ls.study.settings import SECRET_ENV, StudyFile
+from sotopia_ls.study.store import assignments, slots
+
+REPO = Path(__file__).resolve().parents[1]
+EDITOR = REPO / "var" / "editor" / "label-studio-1.4.0"
+SOTOPIA_LS = Path(sys.executable).with_name("sotopia-ls")
+CODE = "C0MPL3T3"
+NO_SLOTS = "N0SL0TS"
+BOOT = re.compile(r'<script type="application/json" id="boot">(.*?)</script>', re.S)
+CSRF_FIELD = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def prolific_id() -> str:
+    """A fresh id of Prolific's shape: 24 hexadecimal characters."""
+    return secrets.token_hex(12)
+
+
+def study_project(client: LabelStudio, title: str, episodes: int) -> int:
+    """A project holding the first ``episodes`` sample episodes (no predictions)."""
+    loaded = load_episodes([SAMPLES / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:episodes]
+    project = create_project(client, title)
+    import_batch(client, project.id, [task_payload(e, with_predictions=False) for e in loaded])
+    return project.id
+
+
+def make_study(tmp: Path, project: int, *, completion_base: str = "http://127.0.0.1:9/complete",
+               **fields: Any) -> StudyFile:
+    settings = {
+        "name": "pilot", "project": project, "completion_code": CODE,
+        "completion_url": f"{completion_base}?cc={CODE}", "no_slots_code": NO_SLOTS,
+        "no_slots_url": f"{completion_base}?cc={NO_SLOTS}",
+        "database": f"sqlite:///{tmp / 'gateway.sqlite3'}",
+    } | fields
+    return StudyFile.model_validate(settings)
+
+
+def answers(seed: int, text: str = "rationale") -> dict[int, dict[str, tuple[str, int]]]:
+    """Valid, distinct answers: every agent and dimension, scores spread over each range."""
+    chosen: dict[int, dict[str, tuple[str, int]]] = {}
+    for agent in AGENTS:
+        chosen[agent] = {}
+        for index, key in enumerate(DIMENSION_KEYS):
+            values = RUBRIC[key].values
+            chosen[agent][key] = (f"{text} {seed} on {key} for agent {agent}",
+                                  values[(seed * 3 + agent + index) % len(values)])
+    return chosen
+
+
+# --- the gateway as a real process ----------------------------------------------------------
+
+
+@dataclass
+class GatewayProcess:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handler runs, as when a machine dies."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def gateway_env(ls_url: str, api_key: str, secret: str) -> dict[str, str]:
+    return {**os.environ, "LABEL_STUDIO_URL": ls_url, "LABEL_STUDIO_API_KEY": api_key,
+            SECRET_ENV: secret, EDITOR_DIR_ENV: str(EDITOR)}
+
+
+def start_gateway(study_file: Path, env: dict[str, str], port: int | None = None,
+                  timeout: float = 60) -> GatewayProcess:
+    """``sotopia-ls study serve`` on 127.0.0.1 and a free port, once /health answers."""
+    port = port or free_port()
+    log = study_file.with_name(f"gateway-{port}.log")
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [str(SOTOPIA_LS), "study", "serve", "--study", str(study_file), "--port", str(port)],
+            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    running = GatewayProcess(f"http://127.0.0.1:{port}", process, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the gateway exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{running.url}/health", timeout=2).status_code == 200:
+                return running
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    running.stop()
+    raise RuntimeError(f"the gateway did not start: {log.read_text()[-2000:]}")
+
+
+@contextmanager
+def gateway(study_file: Path, env: dict[str, str]) -> Iterator[GatewayProcess]:
+    running = start_gateway(study_file, env)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+# --- a participant without a browser --------------------------------------------------------
+
+
+@dataclass
+class Participant:
+    """One participant's browser, as plain HTTP: its own cookies, following the pages.
+
+    ``http`` is an ``httpx.Client`` on a gateway process, or Starlette's ``TestClient`` (an
+    ``httpx.Client`` too) on the app in this process.
+    """
+
+    http: httpx.Client
+    study: str = "pilot"
+    pid: str = field(default_factory=prolific_id)
+    session: str = field(default_factory=prolific_id)
+    boot: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, base: str, **fields: Any) -> Participant:
+        return cls(httpx.Client(base_url=base, timeout=60), **fields)
+
+    def arrive(self, study_id: str = "a" * 24) -> httpx.Response:
+        return self.http.get(f"/s/{self.study}", follow_redirects=True, params={
+            "PROLIFIC_PID": self.pid, "STUDY_ID": study_id, "SESSION_ID": self.session})
+
+    def read_instructions(self) -> httpx.Response:
+        page = self.http.get(f"/s/{self.study}/instructions")
+        token = CSRF_FIELD.search(page.text).group(1)
+        return self.http.post(f"/s/{self.study}/instructions", data={"csrf": token},
+                              follow_redirects=True)
+
+    def open_episode(self) -> httpx.Response:
+        """The rate page; keeps its boot data (assignment key, CSRF token, task data)."""
+        page = self.http.get(f"/s/{self.study}/rate", follow_redirects=True)
+        found = BOOT.search(page.text)
+        self.boot = json.loads(found.group(1)) if found else None
+        return page
+
+    def submit(self, results: list[dict[str, Any]], assignment: str | None = None) -> httpx.Response:
+        assert self.boot is not None, "open an episode first"
+        return self.http.post(
+            f"/s/{self.study}/submit", headers={"X-CSRF-Token": self.boot["csrf"]},
+            json={"assignment": assignment or self.boot["assignment"], "results": results},
+        )
+
+    def rate(self, seed: int) -> httpx.Response:
+        return self.submit(results_of(answers(seed)))
+
+    def close(self) -> None:
+        self.http.close()
+
+
+# --- Prolific and a pausing proxy, as real local servers ------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        body = b"<html><body>Prolific stand-in: submission complete</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def prolific_stand_in() -> Iterator[ThreadingHTTPServer]:
+    """A local HTTP server standing in for Prolific's completion page; ``.paths`` it was asked."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.paths = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class PausingProxy:
+    """A local HTTP proxy to Label Studio that can hold annotation POSTs until released."""
+
+    ANNOTATION_POST = re.compile(r"^/api/tasks/\d+/annotations/?")
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.hold = threading.Event()
+        self.held = threading.Event()      # set once a POST is being held
+        self.release = threading.Event()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if (self.command == "POST" and proxy.hold.is_set()
+                        and proxy.ANNOTATION_POST.match(self.path)):
+                    proxy.held.set()
+                    proxy.release.wait(60)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "connection")}
+                answer = httpx.request(self.command, proxy.target + self.path, headers=headers,
+                                       content=body, timeout=60)
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection",
+                                            "content-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _forward  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# --- what must hold after any run -----------------------------------------------------------
+
+
+def check_invariants(engine: Engine, study: StudyFile) -> None:
+    """No slot given twice, no episode beyond k, nobody twice on an episode, saves recorded."""
+    with engine.connect() as conn:
+        held = conn.execute(
+            select(slots.c.assignment_id, func.count()).where(slots.c.assignment_id.is_not(None))
+            .group_by(slots.c.assignment_id).having(func.count() > 1)).all()
+        assert not held, f"assignments holding several slots: {held}"
+        per_task = conn.execute(select(slots.c.task_id, func.count()).group_by(slots.c.task_id)).all()
+        assert all(count == study.raters_per_episode for _, count in per_task)
+        rows = conn.execute(select(assignments)).all()
+    pairs = [(row.task_id, row.participant_id) for row in rows]
+    assert len(pairs) == len(set(pairs)), "a participant was assigned an episode twice"
+    counted = [row for row in rows if row.state in ("saving", "saved")]
+    per_episode: dict[int, int] = {}
+    for row in counted:
+        per_episode[row.task_id] = per_episode.get(row.task_id, 0) + 1
+    assert all(n <= study.raters_per_episode for n in per_episode.values()), per_episode
+    saved_ids = [row.ls_annotation_id for row in rows if row.state == "saved"]
+    assert len(saved_ids) == len(set(saved_ids)) and None not in saved_ids
