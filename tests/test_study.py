@@ -1,0 +1,293 @@
+"""A blind crowd study, end to end: participants from Prolific rate episodes through the gateway.
+
+The gateway runs as a real process (`sotopia-ls study serve`, uvicorn on 127.0.0.1) in front of
+the session's real Label Studio; participants use headless Chromium; Prolific's completion page
+is a real local HTTP server. One participant's whole journey is the module's fixture; each test
+then checks one thing a researcher relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from label_studio_sdk import LabelStudio
+from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
+from sqlalchemy import select
+
+from browser import CHROMIUM, LAUNCH_ARGS, LOADED, VIEWPORT, checked_ratings, rating_column
+from conftest import invoke
+from study_support import (
+    CODE,
+    GatewayProcess,
+    answers,
+    check_invariants,
+    gateway,
+    gateway_env,
+    make_study,
+    prolific_id,
+    prolific_stand_in,
+    study_project,
+)
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import AGENTS, RUBRIC
+from sotopia_ls.labelstudio.server import LocalServer
+from sotopia_ls.study.settings import StudyFile
+from sotopia_ls.study.store import assignments, open_store, participants, visits
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.server,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium is not installed at {CHROMIUM}"),
+]
+
+# The README's picture of the participant page, refreshed only on request.
+README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "participant-screen.png"
+SECRET = "a-test-session-key-" + "k" * 32
+
+
+@dataclass
+class Journey:
+    """What one participant did and saw, and where everything ended up."""
+
+    study: StudyFile
+    gateway: GatewayProcess
+    browser: Browser
+    pid: str
+    study_id: str
+    session_id: str
+    entered: list[dict[int, dict[str, tuple[str, int]]]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    code_shown: str = ""
+    prolific_paths: list[str] = field(default_factory=list)
+    episodes: list[str] = field(default_factory=list)  # the scenario of each episode rated
+
+
+def fill(page: Page, chosen: dict[int, dict[str, tuple[str, int]]], *,
+         blank: tuple[str, int] | None = None) -> None:
+    """Pick every rating and type every rationale (but ``blank``), as a participant does."""
+    for agent in AGENTS:
+        for key, (rationale, score) in chosen[agent].items():
+            column = rating_column(page, key, agent)
+            column.locator("label.ant-radio-wrapper").nth(RUBRIC[key].values.index(score)).click()
+            if (key, agent) != blank:
+                column.locator("textarea").fill(rationale)
+
+
+def retype(page: Page, key: str, agent: int, rationale: str) -> None:
+    """Replace a rationale the editor already took: delete it, type the new one."""
+    column = rating_column(page, key, agent)
+    column.locator("[aria-label=delete]").click()
+    column.locator("textarea").fill(rationale)
+
+
+def submit(page: Page) -> None:
+    page.locator("button[aria-label=submit]").click()
+
+
+def open_rating(page: Page) -> str:
+    """Wait for the editor; the episode's scenario."""
+    page.wait_for_selector(LOADED, timeout=60_000)
+    return page.locator(".lsf-richtext").first.inner_text()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
+                                              headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def journey(ls_client: LabelStudio, label_studio: LocalServer, browser: Browser,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journey]:
+    """A participant arrives from Prolific, reads the instructions, rates two episodes (one
+    rationale left out, then one of spaces, both refused) and goes back to Prolific."""
+    tmp = tmp_path_factory.mktemp("study")
+    project = study_project(ls_client, f"test_study_{prolific_id()[:8]}", episodes=3)
+    with prolific_stand_in() as prolific:
+        base = f"http://127.0.0.1:{prolific.server_address[1]}/submissions/complete"
+        study = make_study(tmp, project, completion_base=base)
+        study_file = tmp / "study.json"
+        study_file.write_text(study.model_dump_json())
+        env = gateway_env(label_studio.url, label_studio.credentials.api_key, SECRET)
+        with gateway(study_file, env) as running:
+            done = Journey(study, running, browser, prolific_id(), prolific_id(), prolific_id())
+            context = browser.new_context(viewport=VIEWPORT)
+            page = context.new_page()
+            page.on("framenavigated", lambda frame: done.paths.append(frame.url))
+            page.goto(f"{running.url}/s/pilot?PROLIFIC_PID={done.pid}&STUDY_ID={done.study_id}"
+                      f"&SESSION_ID={done.session_id}")
+            expect(page.get_by_role("heading", name="Social Evaluation Instruction")).to_be_visible()
+            page.get_by_role("button", name=re.compile("start rating")).click()
+
+            done.episodes.append(open_rating(page))
+            first = answers(101, "first participant")
+            fill(page, first, blank=("goal", 2))
+            submit(page)
+            message = page.get_by_text("Please explain your Goal rating for agent 2.")
+            expect(message).to_be_visible()
+            done.refusals.append(message.inner_text())
+            page.keyboard.press("Escape")
+            rating_column(page, "goal", 2).locator("textarea").fill("   ")
+            submit(page)  # the editor takes a rationale of spaces; the gateway does not
+            notice = page.locator("#notice")
+            expect(notice).to_contain_text("empty rationale")
+            done.refusals.append(notice.inner_text())
+            retype(page, "goal", 2, first[2]["goal"][0])
+            if os.environ.get("UPDATE_SCREENSHOT"):
+                page.evaluate("window.scrollTo(0, 0)")
+                page.screenshot(path=str(README_SCREENSHOT))
+            submit(page)
+            done.entered.append(first)
+
+            page.wait_for_url(re.compile(r"/s/pilot/rate$"))
+            expect(page.get_by_text("Episode 2 of 2")).to_be_visible()
+            done.episodes.append(open_rating(page))
+            second = answers(202, "first participant")
+            fill(page, second)
+            submit(page)
+            done.entered.append(second)
+
+            page.wait_for_url(re.compile(r"/s/pilot/done$"))
+            done.code_shown = page.locator("#completion-code").inner_text()
+            page.wait_for_url(re.compile(r"/submissions/complete"), timeout=20_000)
+            done.prolific_paths = list(prolific.paths)
+            context.close()
+            yield done
+
+
+def test_a_participant_from_prolific_rates_two_episodes_and_returns_with_the_code(journey):
+    pages = [re.sub(r"^http://[^/]+", "", url).split("?")[0] for url in journey.paths]
+
+    # The arrival answers with a redirect, so Prolific's ids leave the address bar at once.
+    assert pages == ["/s/pilot/instructions", "/s/pilot/rate", "/s/pilot/rate", "/s/pilot/done",
+                     "/submissions/complete"]
+    assert journey.refusals[0] == "Please explain your Goal rating for agent 2."
+    assert "Goal rationale for agent 2: empty rationale" in journey.refusals[1]
+    assert journey.code_shown == CODE
+    assert journey.prolific_paths == [f"/submissions/complete?cc={CODE}"]
+    assert len(set(journey.episodes)) == 2
+
+
+def test_their_two_ratings_are_in_label_studio_under_their_prolific_id_with_the_times(
+    journey, ls_client
+):
+    engine = open_store(journey.study.database)
+    with engine.connect() as conn:
+        person = conn.execute(select(participants)).one()
+        visit = conn.execute(select(visits)).one()
+        rows = conn.execute(select(assignments).order_by(assignments.c.id)).all()
+    users = {user.id: user.email for user in ls_client.users.list()}
+
+    assert person.external_id == journey.pid
+    assert (visit.prolific_study_id, visit.prolific_session_id) == (journey.study_id,
+                                                                    journey.session_id)
+    assert users[person.ls_user_id] == f"{journey.pid}@prolific.invalid"
+    assert [row.state for row in rows] == ["saved", "saved"]
+    for row in rows:
+        annotation = ls_client.annotations.get(id=row.ls_annotation_id)
+        assert annotation.completed_by == person.ls_user_id
+        assert annotation.task == row.task_id
+        assert annotation.lead_time == pytest.approx(row.lead_time) and row.lead_time > 0
+        shown = row.first_shown_at.replace(tzinfo=annotation.draft_created_at.tzinfo)
+        assert annotation.draft_created_at == shown
+    check_invariants(engine, journey.study)
+
+
+def test_a_second_participant_on_the_same_episode_sees_a_blank_form_and_nothing_of_the_first(
+    journey, ls_client, label_studio: LocalServer
+):
+    context = journey.browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    bodies: list[tuple[str, str]] = []
+
+    def keep(response: Response) -> None:
+        try:
+            bodies.append((response.url, response.body().decode("utf-8", "replace")))
+        except Exception:  # noqa: BLE001  (redirects have no body to read)
+            bodies.append((response.url, ""))
+
+    page.on("response", keep)
+    base = journey.gateway.url
+    page.goto(f"{base}/s/pilot?PROLIFIC_PID={prolific_id()}&STUDY_ID={journey.study_id}"
+              f"&SESSION_ID={prolific_id()}")
+    page.get_by_role("button", name=re.compile("start rating")).click()
+    scenario = open_rating(page)
+    page.wait_for_timeout(500)
+
+    assert scenario == journey.episodes[0]  # the episode that already had one rater
+    assert checked_ratings(page) == []
+    assert all(text == "" for text in page.locator("textarea").evaluate_all(
+        "areas => areas.map(area => area.value)"))
+    first_words = [rationale for agent in AGENTS for rationale, _ in journey.entered[0][agent].values()]
+    task_id = _first_task(journey)
+    meta = ls_client.tasks.get(id=task_id)
+    hidden = ["first participant", journey.pid, label_studio.url, label_studio.credentials.api_key,
+              SECRET, "sotopia_evaluation", str(meta.data.get("source_file"))]
+    hidden += [reasoning for _, reasoning in _stored_reasonings(meta.meta)]
+    port = label_studio.url.rsplit(":", 1)[1]
+    for url, body in bodies:
+        for text in hidden + first_words:
+            assert text not in body, f"{text!r} reached the browser in {url}"
+        if "/static/editor/" not in url:
+            assert port not in body, url
+
+    for path in ("/api/projects", f"/api/tasks/{task_id}", f"/api/tasks/{task_id}/annotations",
+                 "/api/users", f"/projects/{journey.study.project}/data", "/user/login/",
+                 "/s/pilot/rate/1", "/s/pilot/assignments/1", f"/s/pilot/annotations/{task_id}"):
+        answer = page.request.get(f"{base}{path}")
+        assert answer.status in (403, 404), path
+        assert "first participant" not in answer.text()
+    context.close()
+
+
+def _first_task(journey: Journey) -> int:
+    engine = open_store(journey.study.database)
+    with engine.connect() as conn:
+        return conn.execute(select(assignments.c.task_id).order_by(assignments.c.id)).first()[0]
+
+
+def _stored_reasonings(meta: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The stored model evaluation's rationales in a task's meta."""
+    evaluation = (meta or {}).get("sotopia_evaluation") or {}
+    found = []
+    for agent in evaluation.get("agents", []):
+        for key, pair in agent.items():
+            if pair and len(pair[0]) > 20:
+                found.append((key, pair[0]))
+    return found
+
+
+def test_the_export_of_the_study_s_project_reproduces_every_submitted_rating(
+    journey, label_studio: LocalServer, tmp_path
+):
+    env_args = ["--url", label_studio.url, "--api-key", label_studio.credentials.api_key]
+
+    exported = invoke(main, "export", "--project", str(journey.study.project), *env_args,
+                      "-o", str(tmp_path / "out"))
+
+    assert exported.exit_code == 0, exported.output
+    long = pd.read_csv(tmp_path / "out" / "scores_long.csv")
+    engine = open_store(journey.study.database)
+    with engine.connect() as conn:
+        saved = conn.execute(select(assignments.c.ls_annotation_id, assignments.c.participant_id)
+                             .where(assignments.c.state == "saved")).all()
+    mine = [annotation for annotation, participant in saved if participant == 1]
+    assert len(mine) == 2
+    for annotation, entered in zip(sorted(mine), journey.entered):
+        rows = long[long["annotation_id"] == annotation]
+        got = {(int(r.agent), r.dimension): (r.rationale, int(r.score)) for r in rows.itertuples()}
+        assert got == {(agent, key): pair for agent in AGENTS for key, pair in entered[agent].items()}
+    assert long["annotation_id"].nunique() == len(saved)
