@@ -290,6 +290,9 @@ def check_invariants(engine: Engine, study: StudyFile) -> None:
         per_task = conn.execute(select(slots.c.task_id, func.count()).group_by(slots.c.task_id)).all()
         assert all(count == study.raters_per_episode for _, count in per_task)
         rows = conn.execute(select(assignments)).all()
+        holders = set(conn.execute(select(slots.c.assignment_id)).scalars())
+    holding = {row.id for row in rows if row.state in ("leased", "saving", "saved")}
+    assert holding <= holders, "an assignment counts on a slot that names someone else"
     pairs = [(row.task_id, row.participant_id) for row in rows]
     assert len(pairs) == len(set(pairs)), "a participant was assigned an episode twice"
     counted = [row for row in rows if row.state in ("saving", "saved")]
