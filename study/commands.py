@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from ..errors import SotopiaLSError
-from ..options import server_options
+from ..errors import redacted
+from ..options import failures_as_messages, server_options
 from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
 from .settings import (
     DATABASE_ENV,
@@ -117,7 +117,7 @@ def init_command(
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
-    try:
+    with failures_as_messages():
         study = serve.init_study(
             connect(url, api_key), output, project=project, overwrite=force, name=name,
             title=title, raters_per_episode=raters_per_episode,
@@ -128,8 +128,6 @@ def init_command(
             no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code else None),
             database=database or default_database(name), secret_env=secret_env,
         )
-    except (SotopiaLSError, ValueError) as error:
-        raise click.ClickException(str(error)) from error
     click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                f"{study.raters_per_episode} raters per episode, "
                f"{study.episodes_per_participant} episodes per participant")
@@ -163,18 +161,16 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
 
         sotopia-ls study serve --host 0.0.0.0 --public --database postgresql://gateway@db/study
     """
-    serve, _, store = _web_stack()
+    serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
-    try:
+    with failures_as_messages():
         study = read_study(study_path)
         client = connect(url, api_key)
-        click.echo(f"study {study.name}: database {store.shown_url(database or study.database)}")
+        click.echo(f"study {study.name}: database {redacted(database or study.database)}")
         click.echo("participants' link: "
                    + serve.participant_link(study, f"http://{host}:{port}"))
         serve.serve_study(study, client, database=database, host=host, port=port, public=public)
-    except SotopiaLSError as error:
-        raise click.ClickException(str(error)) from error
 
 
 @study_command.command("status")
@@ -190,11 +186,9 @@ def status_command(study_path: Path, database: str | None) -> None:
         sotopia-ls study status --study study.json
     """
     _, status, store = _web_stack()
-    try:
+    with failures_as_messages():
         study = read_study(study_path)
         figures = status.study_status(store.open_store(database or study.database), study)
-    except SotopiaLSError as error:
-        raise click.ClickException(str(error)) from error
     for line in figures.lines(study):
         click.echo(line)
 
@@ -216,8 +210,6 @@ def fetch_editor_command(folder: Path | None) -> None:
 
         SOTOPIA_LS_EDITOR_DIR=/srv/editor sotopia-ls study fetch-editor
     """
-    try:
+    with failures_as_messages():
         written = fetch_editor(folder or editor_dir())
-    except SotopiaLSError as error:
-        raise click.ClickException(str(error)) from error
     click.echo(f"{PACKAGE} {VERSION}: verified files in {written}")

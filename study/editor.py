@@ -4,7 +4,7 @@ The participant page runs Label Studio's own editor on our labeling config, so p
 see exactly the screen annotators see in Label Studio, without Label Studio around it. The
 editor comes from the npm package ``@heartexlabs/label-studio`` 1.4.0 (Apache-2.0): its
 ``build/static`` holds one self-contained UMD script that sets ``window.LabelStudio`` and loads
-nothing else, and its stylesheet (later releases publish no ``build/`` folder).
+nothing else, and its stylesheet (the 1.8.0 tarball no longer has ``build/``).
 
 ``fetch_editor`` downloads the release's tarball with httpx, checks it against the registry's
 ``dist.integrity`` (sha512) before reading a byte of it, and extracts only the four files the

@@ -14,7 +14,7 @@ from ..labelstudio.client import find_project
 from ..ml_backend import is_loopback
 from .app import create_app, prepare_gateway
 from .editor import check_editor, editor_dir
-from .settings import StudyFile, write_study
+from .settings import StudyFile, new_study, write_study
 from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
@@ -29,7 +29,7 @@ def init_study(client: LabelStudio, path: Path, *, project: str, overwrite: bool
     it must exist and keep the rating contract. ``fields`` are ``StudyFile``'s."""
     found = find_project(client, project)
     check_labeling_config(found.label_config or "")
-    study = StudyFile.model_validate({"project": found.id, **fields})
+    study = new_study(project=found.id, **fields)
     write_study(study, path, overwrite=overwrite)
     return study
 

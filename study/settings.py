@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import StudyError
+from ..errors import StudyError, keep_secret
 
 STUDY_FILE = Path("study.json")
 SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"
@@ -71,6 +71,7 @@ class StudyFile(BaseModel):
     def secret(self) -> str:
         """The session key from ``secret_env``; refused when unset or short, with the fix."""
         value = os.environ.get(self.secret_env, "")
+        keep_secret(value)
         if len(value) < MIN_SECRET_LENGTH:
             raise StudyError(
                 f"{self.secret_env} must hold a random session key of at least "
@@ -93,9 +94,21 @@ def read_study(path: Path) -> StudyFile:
         raise StudyError(f"cannot read the study file {path}: {error.strerror}; "
                          "write one with `sotopia-ls study init`") from None
     except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        where = ".".join(map(str, first["loc"])) or "the file"
-        raise StudyError(f"study file {path}: {where}: {first['msg']}") from None
+        raise _invalid(error, f"study file {path}") from None
+
+
+def new_study(**fields: object) -> StudyFile:
+    """A study from its fields; a bad value is refused with the field named."""
+    try:
+        return StudyFile.model_validate(fields)
+    except ValidationError as error:
+        raise _invalid(error, "study") from None
+
+
+def _invalid(error: ValidationError, what: str) -> StudyError:
+    first = error.errors(include_url=False)[0]
+    where = ".".join(map(str, first["loc"])) or "the file"
+    return StudyError(f"{what}: {where}: {first['msg']}")
 
 
 def write_study(study: StudyFile, path: Path, *, overwrite: bool = False) -> Path:

@@ -43,7 +43,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from ..errors import StudyError
+from ..errors import StudyError, redacted
 
 metadata = MetaData()
 
@@ -130,14 +130,6 @@ def database_url(url: str) -> str:
     return url
 
 
-def shown_url(url: str) -> str:
-    """The database URL as it may be printed: without its password."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "(an invalid database URL)"
-
-
 def _sqlite_transactions(engine: Engine) -> None:
     """WAL, a busy timeout and ``BEGIN IMMEDIATE``: SQLAlchemy's documented pysqlite recipe."""
 
@@ -160,7 +152,7 @@ def open_store(url: str) -> Engine:
     try:
         parsed = make_url(database_url(url))
     except ArgumentError:
-        raise StudyError(f"not a database URL: {shown_url(url)}") from None
+        raise StudyError(f"not a database URL: {redacted(url)}") from None
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +161,7 @@ def open_store(url: str) -> Engine:
     elif parsed.get_backend_name() == "postgresql":
         engine = create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=True)
     else:
-        raise StudyError(f"the study database must be SQLite or PostgreSQL, not {shown_url(url)}")
+        raise StudyError(f"the study database must be SQLite or PostgreSQL, not {redacted(url)}")
     metadata.create_all(engine)
     return engine
 

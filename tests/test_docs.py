@@ -15,12 +15,25 @@ REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 # Where code could reach a folder beside the repository: the parent of the checkout.
 OUTSIDE = ("../", "parents[2]", "REPO.parent", ".parent.parent")
-COMMANDS = sorted(main.commands)
+
+
+def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    """Every command by the words that call it, the commands of groups included."""
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        found[prefix + name] = command
+        if isinstance(command, click.Group):
+            found |= _commands(command, f"{prefix}{name} ")
+    return found
+
+
+ALL_COMMANDS = _commands(main)
+COMMANDS = sorted(ALL_COMMANDS)
 
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_command_has_help_with_an_example(name):
-    command = main.commands[name]
+    command = ALL_COMMANDS[name]
     assert command.help and "Example:" in command.help, f"{name} lacks an Example: block"
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden:
@@ -58,7 +71,7 @@ def test_ci_runs_the_tests_in_a_fresh_clone_alone_in_an_empty_folder():
     assert "mktemp -d" in ci and "git clone" in ci
 
 
-@pytest.mark.parametrize("folder", ["sotopia_ls", "importer", "exporter", "ml_backend", "tests",
+@pytest.mark.parametrize("folder", ["sotopia_ls", "importer", "exporter", "ml_backend", "study", "tests",
                                     "benchmarks", "scripts", ".ci"])
 def test_nothing_reads_a_folder_beside_the_repository(folder):
     for path in (REPO / folder).rglob("*"):

@@ -226,8 +226,9 @@ def test_a_saved_rating_carries_the_gateway_timestamps(study):
 GUESSES = [
     "/api/projects", "/api/projects/1/export", "/api/tasks/1", "/api/tasks/1/annotations",
     "/api/users", "/projects/1/data", "/user/login/", "/data/upload/", "/s/pilot/rate/1",
-    "/s/pilot/assignments/1", "/s/pilot/annotations", "/s/other", "/s/pilot/../api/users",
-    "/static/../study.json", "/static/editor/../../gateway.sqlite3", "/admin",
+    "/s/pilot/assignments/1", "/s/pilot/annotations", "/s/other", "/s/pilot/%2e%2e/api/users",
+    # Encoded dot segments: a client does not tidy those away before they reach the server.
+    "/static/%2e%2e/study.json", "/static/editor/%2e%2e%2f%2e%2e/gateway.sqlite3", "/admin",
 ]
 
 
