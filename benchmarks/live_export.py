@@ -31,7 +31,6 @@ from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.exporter.source import project_tasks, tasks_of
 from sotopia_ls.exporter.wire import Task
 from sotopia_ls.labelstudio.push import task_payload
-from sotopia_ls.results import results_from_scores
 
 from . import load
 
@@ -90,7 +89,7 @@ def annotated_project(
     for start in range(0, len(episodes), IMPORT_BATCH):
         payloads = [
             task_payload(episode)
-            | {"annotations": [{"result": results_from_scores(rng.choice(ratings)), "lead_time": 60.0}
+            | {"annotations": [{"result": rng.choice(ratings), "lead_time": 60.0}
                                for _ in range(annotators)]}
             for episode in episodes[start : start + IMPORT_BATCH]
         ]
