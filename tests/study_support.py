@@ -9,9 +9,6 @@ import json
 import os
 import re
 import secrets
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +27,6 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import create_project, import_batch
 from sotopia_ls.labelstudio.push import task_payload
-from sotopia_ls.labelstudio.server import free_port
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.study.editor import EDITOR_DIR_ENV
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
@@ -38,7 +34,6 @@ from sotopia_ls.study.store import assignments, slots
 
 REPO = Path(__file__).resolve().parents[1]
 EDITOR = REPO / "var" / "editor" / "label-studio-1.4.0"
-SOTOPIA_LS = Path(sys.executable).with_name("sotopia-ls")
 CODE = "C0MPL3T3"
 NO_SLOTS = "N0SL0TS"
 BOOT = re.compile(r'<script type="application/json" id="boot">(.*?)</script>', re.S)
@@ -84,64 +79,9 @@ def answers(seed: int, text: str = "rationale") -> dict[int, dict[str, tuple[str
 # --- the gateway as a real process ----------------------------------------------------------
 
 
-@dataclass
-class GatewayProcess:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown handler runs, as when a machine dies."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 def gateway_env(ls_url: str, api_key: str, secret: str) -> dict[str, str]:
     return {**os.environ, "LABEL_STUDIO_URL": ls_url, "LABEL_STUDIO_API_KEY": api_key,
             SECRET_ENV: secret, EDITOR_DIR_ENV: str(EDITOR)}
-
-
-def start_gateway(study_file: Path, env: dict[str, str], port: int | None = None,
-                  timeout: float = 60) -> GatewayProcess:
-    """``sotopia-ls study serve`` on 127.0.0.1 and a free port, once /health answers."""
-    port = port or free_port()
-    log = study_file.with_name(f"gateway-{port}.log")
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [str(SOTOPIA_LS), "study", "serve", "--study", str(study_file), "--port", str(port)],
-            env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
-    running = GatewayProcess(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the gateway exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{running.url}/health", timeout=2).status_code == 200:
-                return running
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    running.stop()
-    raise RuntimeError(f"the gateway did not start: {log.read_text()[-2000:]}")
-
-
-@contextmanager
-def gateway(study_file: Path, env: dict[str, str]) -> Iterator[GatewayProcess]:
-    running = start_gateway(study_file, env)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 # --- a participant without a browser --------------------------------------------------------
@@ -275,6 +215,19 @@ class PausingProxy:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def wait_until_saved(engine: Engine, count: int, timeout: float = 60.0) -> None:
+    """Until the gateway's writer has saved ``count`` ratings in Label Studio."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with engine.connect() as conn:
+            saved = conn.execute(select(func.count()).where(assignments.c.state == "saved")
+                                 ).scalar_one()
+        if saved >= count:
+            return
+        assert time.monotonic() < deadline, f"{saved} of {count} ratings saved"
+        time.sleep(0.2)
 
 
 # --- what must hold after any run -----------------------------------------------------------

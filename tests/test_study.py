@@ -25,19 +25,19 @@ from browser import CHROMIUM, LAUNCH_ARGS, LOADED, VIEWPORT, checked_ratings, ra
 from conftest import invoke
 from study_support import (
     CODE,
-    GatewayProcess,
     answers,
     check_invariants,
-    gateway,
     gateway_env,
     make_study,
     prolific_id,
     prolific_stand_in,
     study_project,
+    wait_until_saved,
 )
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, RUBRIC
 from sotopia_ls.labelstudio.server import LocalServer
+from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.settings import StudyFile
 from sotopia_ls.study.store import assignments, open_store, participants, visits
 
@@ -165,6 +165,8 @@ def journey(ls_client: LabelStudio, label_studio: LocalServer, browser: Browser,
             page.wait_for_url(re.compile(r"/submissions/complete"), timeout=20_000)
             done.prolific_paths = list(prolific.paths)
             context.close()
+            # The gateway's writer saves behind the participant; nothing waits on it.
+            wait_until_saved(open_store(study.database), 2)
             yield done
 
 
