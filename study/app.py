@@ -16,14 +16,14 @@ Label Studio address, key, task id or annotation, nor anything of another partic
 page gets the labeling config and the shown part of one task's data (``shown``), and its
 submissions go to the gateway, which saves them with the owner's key.
 
-Endpoints are ``async`` and hand the blocking work (the database, Label Studio's SDK) to
-Starlette's thread pool.
+No request waits on Label Studio: the shown data is copied into the gateway's database at
+start, and ratings (and participants' users) are written behind by ``LabelStudioWriter``.
+Endpoints are ``async`` and hand the blocking work (the database) to Starlette's thread pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -49,10 +49,10 @@ from starlette.templating import Jinja2Templates
 
 from ..config import check_labeling_config, instructions_html
 from ..errors import LabelStudioError
-from ..labelstudio.client import ensure_user, find_project, project_task_ids, task_data
+from ..labelstudio.client import find_project, project_task_data
 from . import arrival, leases
 from .flow import current_page
-from .saving import checked_results, resume_saves, save
+from .saving import LabelStudioWriter, checked_results
 from .security import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -65,46 +65,44 @@ from .security import (
 from .settings import StudyFile
 from .shown import ShownFields
 
-log = logging.getLogger("sotopia_ls.study")
-
 SESSION_COOKIE = "sotopia_study"
 SESSION_DAYS = 2
 # A rating is 28 short answers; 256 KB leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
 MAX_FORM = 4 * 1024
-RETRY_SAVES_SECONDS = 30.0
 TASK_CACHE = 4096
 _EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
 
 
 @dataclass
 class Gateway:
-    """Everything a request needs: the study, its database, Label Studio, the project's config."""
+    """Everything a request needs: the study, its database, the project's config, the writer."""
 
     study: StudyFile
     engine: Engine
-    client: LabelStudio
     config: str
+    writer: LabelStudioWriter
     shown: Callable[[int], dict[str, Any]]
 
 
 def prepare_gateway(study: StudyFile, client: LabelStudio, engine: Engine) -> Gateway:
-    """Read the project's labeling config, give every task its slots, resend unsaved ratings."""
+    """Read the project's labeling config and copy the shown part of every new task into the
+    gateway's database, each with its k slots."""
     project = find_project(client, study.project)
     config = check_labeling_config(project.label_config or "")
     fields = ShownFields.of(config)
-    task_ids = project_task_ids(client, study.project)
-    if not task_ids:
+    data = project_task_data(client, study.project)
+    if not data:
         raise LabelStudioError("the project has no tasks: import episodes first",
                                project=study.project)
-    leases.sync_slots(engine, study.name, task_ids, study.raters_per_episode)
-    resume_saves(engine, client, study.name)
+    leases.add_episodes(engine, study.name, {task: fields.shown(d) for task, d in data.items()},
+                        study.raters_per_episode)
 
     @lru_cache(maxsize=TASK_CACHE)
     def shown(task_id: int) -> dict[str, Any]:
-        return fields.shown(task_data(client, task_id))
+        return leases.shown_episode(engine, study.name, task_id)
 
-    return Gateway(study, engine, client, config, shown)
+    return Gateway(study, engine, config, LabelStudioWriter(engine, client, study.name), shown)
 
 
 class Submission(BaseModel):
@@ -160,10 +158,9 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             return page(request, "problem", 400, message=(
                 f"This study link is missing or has a malformed {', '.join(parameters)}. "
                 "Please open the study again from Prolific."))
-        visit = await run_in_threadpool(
-            arrival.arrive, engine, study.name, parameters,
-            lambda email, username: ensure_user(gateway.client, email, username),
-        )
+        visit = await run_in_threadpool(arrival.arrive, engine, study.name, parameters)
+        if visit.ls_user_id is None:
+            gateway.writer.participant_arrived(visit.participant_id)
         request.session.clear()
         request.session["visit"] = visit.id
         csrf_token(request)
@@ -225,7 +222,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         settled = await run_in_threadpool(leases.settle, engine, assignment, results,
                                           study.raters_per_episode)
         if settled.state == "saving":
-            await _save_now(gateway, settled, visit.ls_user_id)
+            gateway.writer.rating_recorded()
         visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
         if visit.rated >= study.episodes_per_participant:
             await run_in_threadpool(arrival.finish, engine, visit.id, "completed")
@@ -247,13 +244,10 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    async def refused(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 503
-        detail = exc.detail if isinstance(exc, HTTPException) else (
-            "The study is briefly unavailable. Please reload this page in a minute.")
+    async def refused(request: Request, exc: HTTPException) -> Response:
         if request.url.path.endswith("/submit"):
-            return JSONResponse({"error": detail}, status_code=status)
-        return page(request, "problem", status, message=detail)
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        return page(request, "problem", exc.status_code, message=exc.detail)
 
     async def failed(request: Request, exc: Exception) -> Response:
         # The traceback goes to the server's log (uvicorn); the participant gets a plain page.
@@ -262,11 +256,11 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        retrying = asyncio.create_task(_retry_saves(gateway))
+        writing = asyncio.create_task(gateway.writer.run())
         try:
             yield
         finally:
-            retrying.cancel()
+            writing.cancel()
 
     return Starlette(
         routes=[
@@ -284,25 +278,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             Middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
                        max_age=SESSION_DAYS * 24 * 3600, same_site="lax", https_only=https_only),
         ],
-        exception_handlers={HTTPException: refused, LabelStudioError: refused, 500: failed},
+        exception_handlers={HTTPException: refused, 500: failed},
         lifespan=lifespan,
         debug=False,
     )
-
-
-async def _save_now(gateway: Gateway, assignment: leases.Assignment, user_id: int | None) -> None:
-    """Save to Label Studio while the participant waits; if it is down, the retry loop will."""
-    try:
-        await run_in_threadpool(save, gateway.engine, gateway.client, assignment, user_id)
-    except LabelStudioError as error:
-        log.warning("submission %d kept for a later save: %s", assignment.id, error)
-
-
-async def _retry_saves(gateway: Gateway) -> None:
-    while True:
-        await asyncio.sleep(RETRY_SAVES_SECONDS)
-        try:
-            await run_in_threadpool(resume_saves, gateway.engine, gateway.client,
-                                    gateway.study.name)
-        except Exception:  # noqa: BLE001  (the loop outlives a failed round; it is logged)
-            log.exception("retrying unsaved submissions failed")

@@ -4,12 +4,13 @@ Prolific opens the study link with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_
 24-character hexadecimal id. The participant is recorded once per study, each of their Prolific
 sessions is a visit, and each participant gets a Label Studio user whose email,
 ``<PROLIFIC_PID>@prolific.invalid``, carries the id into Label Studio's exports (it never logs
-in; ``.invalid`` is reserved, so no mail can ever be sent to it).
+in; ``.invalid`` is reserved, so no mail can ever be sent to it), made by the gateway's
+writer right after the first arrival (``saving.LabelStudioWriter``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -61,13 +62,8 @@ class Visit:
     outcome: str | None
 
 
-def arrive(engine: Engine, study: str, parameters: ProlificParameters,
-           create_user: Callable[[str, str], int]) -> Visit:
-    """Record the arrival (idempotent: the same participant and session is the same visit).
-
-    ``create_user(email, username)`` makes the participant's Label Studio user; it is called
-    once per participant, outside any transaction.
-    """
+def arrive(engine: Engine, study: str, parameters: ProlificParameters) -> Visit:
+    """Record the arrival (idempotent: the same participant and session is the same visit)."""
     moment = now()
     external = parameters.participant
     insert_once(engine, participants, {
@@ -75,11 +71,6 @@ def arrive(engine: Engine, study: str, parameters: ProlificParameters,
     with engine.connect() as conn:
         participant = conn.execute(select(participants).where(
             participants.c.study == study, participants.c.external_id == external)).one()
-    if participant.ls_user_id is None:
-        user_id = create_user(user_email(external), f"prolific-{external}")
-        with engine.begin() as conn:
-            conn.execute(update(participants).where(participants.c.id == participant.id)
-                         .values(ls_user_id=user_id))
     insert_once(engine, visits, {
         "participant_id": participant.id, "prolific_study_id": parameters.STUDY_ID.lower(),
         "prolific_session_id": parameters.SESSION_ID.lower(), "arrived_at": moment})

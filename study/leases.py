@@ -11,7 +11,8 @@ simply move on to the next candidate.
 A submission settles its assignment: it marks the slot the assignment holds ``done`` (even
 after the lease expired: nobody took the slot, so the work counts), else takes any free slot
 of the same episode, else is kept as ``surplus``: stored here, flagged, never counted and
-never dropped.
+never dropped. A settled rating waits as ``saving`` until a writer claims it and saves it in
+Label Studio (``saving``): the outbox.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from .store import aware, assignments, now, slots, visits
+from .store import assignments, aware, episodes, now, slots, visits
 
 # Candidates read per query; more are read when all of them were taken meanwhile.
 _CANDIDATES = 8
@@ -61,15 +62,27 @@ class Assignment:
         )
 
 
-def sync_slots(engine: Engine, study: str, task_ids: list[int], k: int) -> int:
-    """Give every task of the project its k slots (new tasks get theirs on the next start)."""
+def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int) -> int:
+    """Record the tasks not yet known (their shown data) and give each its k slots; how many
+    were new. Tasks added to the project later get theirs on the next start."""
     with engine.begin() as conn:
-        have = set(conn.execute(select(slots.c.task_id, slots.c.slot).where(slots.c.study == study)))
-        missing = [{"study": study, "task_id": task, "slot": slot, "state": "free"}
-                   for task in task_ids for slot in range(1, k + 1) if (task, slot) not in have]
-        if missing:
-            conn.execute(insert(slots), missing)
-    return len(missing)
+        known = set(conn.execute(select(episodes.c.task_id).where(episodes.c.study == study))
+                    .scalars())
+        new = sorted(set(shown) - known)
+        if new:
+            conn.execute(insert(episodes), [
+                {"study": study, "task_id": task, "shown": shown[task]} for task in new])
+            conn.execute(insert(slots), [
+                {"study": study, "task_id": task, "slot": slot, "state": "free"}
+                for task in new for slot in range(1, k + 1)])
+    return len(new)
+
+
+def shown_episode(engine: Engine, study: str, task_id: int) -> dict[str, Any]:
+    """What a participant's browser receives of the task."""
+    with engine.connect() as conn:
+        return conn.execute(select(episodes.c.shown).where(
+            episodes.c.study == study, episodes.c.task_id == task_id)).scalar_one()
 
 
 def _free(moment: datetime) -> Any:
@@ -270,13 +283,38 @@ def mark_saved(engine: Engine, assignment_id: int, annotation_id: int) -> None:
     with engine.begin() as conn:
         conn.execute(update(assignments)
                      .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
-                     .values(state="saved", ls_annotation_id=annotation_id))
+                     .values(state="saved", ls_annotation_id=annotation_id, saved_at=now()))
 
 
-def pending_saves(engine: Engine, study: str) -> list[Assignment]:
-    """Submissions recorded here but not yet confirmed saved in Label Studio."""
+def release_claim(engine: Engine, assignment_id: int) -> None:
+    """Let the next sweep, of any process, try a rating whose save failed."""
+    with engine.begin() as conn:
+        conn.execute(update(assignments).where(assignments.c.id == assignment_id)
+                     .values(save_claimed_until=None))
+
+
+def claim_saves(engine: Engine, study: str, *, limit: int, hold_seconds: float) -> list[int]:
+    """Up to ``limit`` recorded ratings waiting to be saved, claimed by this process for
+    ``hold_seconds`` (oldest first). A claim only spares other processes the work: were two to
+    save the same rating, Label Studio's unique id would keep one."""
+    moment = now()
+    unclaimed = or_(assignments.c.save_claimed_until.is_(None),
+                    assignments.c.save_claimed_until < moment)
+    claimed = []
+    with engine.begin() as conn:
+        waiting = conn.execute(
+            select(assignments.c.id).where(assignments.c.study == study,
+                                           assignments.c.state == "saving", unclaimed)
+            .order_by(assignments.c.id).limit(limit)).scalars().all()
+        for assignment_id in waiting:
+            if conn.execute(update(assignments).where(
+                    assignments.c.id == assignment_id, assignments.c.state == "saving", unclaimed)
+                    .values(save_claimed_until=moment + timedelta(seconds=hold_seconds))).rowcount:
+                claimed.append(assignment_id)
+    return claimed
+
+
+def load(engine: Engine, assignment_id: int) -> Assignment:
     with engine.connect() as conn:
-        rows = conn.execute(select(assignments).where(assignments.c.study == study,
-                                                      assignments.c.state == "saving")
-                            .order_by(assignments.c.id)).all()
-    return [Assignment.of(row) for row in rows]
+        return Assignment.of(conn.execute(
+            select(assignments).where(assignments.c.id == assignment_id)).one())

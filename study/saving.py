@@ -3,36 +3,47 @@
 The editor refuses an incomplete form, but accepts a rationale of spaces and is the
 participant's to tamper with; the gateway checks every submission with
 ``read_json_results``, the rules the exporter applies (every rating present and in range,
-every rationale non-empty), and saves only the validated scores, rebuilt as Label Studio
+every rationale non-empty), and keeps only the validated scores, rebuilt as Label Studio
 results: nothing else a browser sends reaches the project.
 
-Saving is two steps with the gateway's database in between: ``leases.settle`` records the
-submission (``saving``), then the annotation is created in Label Studio under the
-participant's user with the assignment key as its ``unique_id``, and the assignment becomes
-``saved``. A gateway killed between the two, or a Label Studio that was down, leaves
-``saving`` rows that ``resume_saves`` sends again; Label Studio's unique id turns a resend of
-an annotation it already holds into a lookup.
+The gateway's database is an outbox. ``leases.settle`` records the rating (``saving``) in the
+same transaction that settles its slot, and the participant moves on at once. A writer in each
+gateway process (``LabelStudioWriter``) then claims waiting ratings and creates each annotation
+in Label Studio under the participant's user, with the assignment key as its ``unique_id``,
+and marks it ``saved``; the participant's user is made right after their arrival, or before
+their first save. A rating whose save failed (Label Studio down, a process killed while
+saving) is claimed again by the next sweep; were it saved twice, Label Studio's unique id would
+turn the second into a lookup of the first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
 
 from label_studio_sdk import LabelStudio
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
+from starlette.concurrency import run_in_threadpool
 
 from ..config import controls
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..errors import LabelStudioError
-from ..labelstudio.client import save_annotation
+from ..labelstudio.client import ensure_user, save_annotation
 from ..labelstudio.results import evaluation_results, read_json_results
 from ..scores import Evaluation
-from .leases import Assignment, mark_saved, pending_saves
+from .arrival import user_email
+from .leases import Assignment, claim_saves, load, mark_saved, release_claim
 from .store import participants
 
 log = logging.getLogger("sotopia_ls.study")
+
+# How long a process holds a rating it is saving before another may try (a save takes well
+# under a second; a second attempt would only find the first).
+CLAIM_SECONDS = 15.0
+SWEEP_SECONDS = 10.0
+WRITERS = 3
 
 # What a participant reads for each control: "Believability rationale for agent 1".
 _LABELS = {
@@ -53,31 +64,98 @@ def checked_results(raw: Any, config: str) -> tuple[list[dict[str, Any]], list[s
     return evaluation_results(Evaluation.from_flat(fields), to_names), []
 
 
-def save(engine: Engine, client: LabelStudio, assignment: Assignment, user_id: int) -> int:
+def participant_user(engine: Engine, client: LabelStudio, participant_id: int) -> int:
+    """The participant's Label Studio user, created by the owner's key on first need."""
+    with engine.connect() as conn:
+        person = conn.execute(select(participants).where(participants.c.id == participant_id)
+                              ).one()
+    if person.ls_user_id is not None:
+        return person.ls_user_id
+    user_id = ensure_user(client, user_email(person.external_id), f"prolific-{person.external_id}")
+    with engine.begin() as conn:
+        conn.execute(update(participants).where(participants.c.id == participant_id)
+                     .values(ls_user_id=user_id))
+    return user_id
+
+
+def save(engine: Engine, client: LabelStudio, assignment: Assignment) -> int:
     """Create the assignment's annotation in Label Studio (once) and record its id."""
-    started = assignment.first_shown_at or assignment.assigned_at
     annotation_id = save_annotation(
-        client, assignment.task_id, user_id=user_id, results=assignment.results or [],
-        lead_time=assignment.lead_time or 0.0, started_at=started,
+        client, assignment.task_id,
+        user_id=participant_user(engine, client, assignment.participant_id),
+        results=assignment.results or [], lead_time=assignment.lead_time or 0.0,
+        started_at=assignment.first_shown_at or assignment.assigned_at,
         unique_id=str(uuid.UUID(hex=assignment.key)),
     )
     mark_saved(engine, assignment.id, annotation_id)
     return annotation_id
 
 
-def resume_saves(engine: Engine, client: LabelStudio, study: str) -> int:
-    """Send every submission not yet confirmed saved; how many were saved now."""
-    pending = pending_saves(engine, study)
-    if not pending:
-        return 0
-    with engine.connect() as conn:
-        users = dict(conn.execute(select(participants.c.id, participants.c.ls_user_id).where(
-            participants.c.id.in_({a.participant_id for a in pending}))).all())
+def save_waiting(engine: Engine, client: LabelStudio, study: str, *, limit: int = 1) -> int:
+    """Claim up to ``limit`` waiting ratings and save them; how many were saved."""
     saved = 0
-    for assignment in pending:
+    for assignment_id in claim_saves(engine, study, limit=limit, hold_seconds=CLAIM_SECONDS):
         try:
-            save(engine, client, assignment, users[assignment.participant_id])
+            save(engine, client, load(engine, assignment_id))
             saved += 1
         except LabelStudioError as error:
-            log.warning("submission %d not saved yet, will retry: %s", assignment.id, error)
+            release_claim(engine, assignment_id)
+            log.warning("rating %d not saved yet, will retry: %s", assignment_id, error)
     return saved
+
+
+def save_all_waiting(engine: Engine, client: LabelStudio, study: str) -> int:
+    """Save every waiting rating not claimed elsewhere, now; how many were saved."""
+    total = 0
+    while saved := save_waiting(engine, client, study, limit=16):
+        total += saved
+    return total
+
+
+class LabelStudioWriter:
+    """Writes behind the participants, in each gateway process: their Label Studio users after
+    they arrive, their ratings after they submit, and every ``SWEEP_SECONDS`` whatever is
+    still waiting (a save that failed, one a killed process had claimed)."""
+
+    def __init__(self, engine: Engine, client: LabelStudio, study: str) -> None:
+        self.engine, self.client, self.study = engine, client, study
+        self._ratings: asyncio.Queue[None] | None = None
+        self._arrivals: asyncio.Queue[int] | None = None
+
+    def rating_recorded(self) -> None:
+        if self._ratings is not None:
+            self._ratings.put_nowait(None)
+
+    def participant_arrived(self, participant_id: int) -> None:
+        if self._arrivals is not None:
+            self._arrivals.put_nowait(participant_id)
+
+    async def run(self) -> None:
+        """Until cancelled (the app's lifespan starts and ends it)."""
+        self._ratings, self._arrivals = asyncio.Queue(), asyncio.Queue()
+        for _ in range(WRITERS):  # start with a sweep: ratings a previous run left waiting
+            self._ratings.put_nowait(None)
+        await asyncio.gather(self._users(), *(self._saver() for _ in range(WRITERS)))
+
+    async def _saver(self) -> None:
+        assert self._ratings is not None
+        while True:
+            try:
+                await asyncio.wait_for(self._ratings.get(), timeout=SWEEP_SECONDS)
+            except TimeoutError:
+                pass
+            try:
+                while await run_in_threadpool(save_waiting, self.engine, self.client, self.study):
+                    pass
+            except Exception:  # noqa: BLE001  (a writer outlives any one failure; it is logged)
+                log.exception("saving ratings failed; the next sweep retries")
+
+    async def _users(self) -> None:
+        assert self._arrivals is not None
+        while True:
+            participant_id = await self._arrivals.get()
+            try:
+                await run_in_threadpool(participant_user, self.engine, self.client,
+                                        participant_id)
+            except Exception:  # noqa: BLE001  (made again before the participant's first save)
+                log.exception("creating participant %d's user failed", participant_id)

@@ -5,13 +5,15 @@ psycopg), so several gateway processes can share one state. Every rule that must
 processes is a constraint or a conditional update inside a transaction, never a check made
 in Python first:
 
+- ``episodes``: the shown part of each task (``study.shown``), so pages need no Label Studio.
 - ``slots``: exactly k rows per episode (task). A slot is ``free``, ``leased`` (held for one
   assignment until ``expires_at``) or ``done`` (its assignment was submitted). Taking a slot
   is one ``UPDATE … WHERE`` the slot is free or its lease has expired, so two processes can
   never both take it.
 - ``assignments``: one participant on one episode; unique per (study, task, participant), so
   nobody rates an episode twice. ``key`` is its public, unguessable id (also the annotation's
-  ``unique_id`` in Label Studio, which makes saving idempotent).
+  ``unique_id`` in Label Studio, which makes saving idempotent). A submitted one waits in
+  state ``saving`` until a gateway process has saved it in Label Studio: an outbox.
 
 On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (the write lock up front, so two
 processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout.
@@ -76,6 +78,15 @@ visits = Table(
     UniqueConstraint("participant_id", "prolific_session_id"),
 )
 
+# What a participant's browser may receive of each task (``shown``), copied from Label Studio
+# when the gateway starts: rate pages never wait on Label Studio.
+episodes = Table(
+    "episodes", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("shown", JSON, nullable=False),
+)
+
 slots = Table(
     "slots", metadata,
     Column("study", String(64), primary_key=True),
@@ -105,6 +116,9 @@ assignments = Table(
     Column("results", JSON),
     Column("lead_time", Float),
     Column("ls_annotation_id", Integer),
+    # A gateway process saving the rating holds it until then; another may take it after.
+    _time("save_claimed_until"),
+    _time("saved_at"),
     UniqueConstraint("study", "task_id", "participant_id"),
     Index("assignments_by_visit", "visit_id", "state"),
     Index("assignments_by_state", "study", "state"),

@@ -29,7 +29,7 @@ RESULTS = [{"from_name": "stand-in", "value": {}}]  # settle stores whatever it 
 def setup(url: str, tmp_path: Path, **fields: object) -> tuple[Engine, StudyFile]:
     study = make_study(tmp_path, 1, database=url, **fields)
     engine = open_store(url)
-    leases.sync_slots(engine, study.name, TASKS, study.raters_per_episode)
+    leases.add_episodes(engine, study.name, {task: {} for task in TASKS}, study.raters_per_episode)
     return engine, study
 
 
@@ -39,10 +39,10 @@ def sqlite_study(tmp_path: Path) -> tuple[Engine, StudyFile]:
 
 
 def visitor(engine: Engine, study: StudyFile) -> arrival.Visit:
-    """A participant arriving from Prolific (their Label Studio user is a stand-in id)."""
+    """A participant arriving from Prolific."""
     parameters = ProlificParameters(PROLIFIC_PID=prolific_id(), STUDY_ID="a" * 24,
                                     SESSION_ID=prolific_id())
-    return arrival.arrive(engine, study.name, parameters, lambda email, username: 1)
+    return arrival.arrive(engine, study.name, parameters)
 
 
 def lease(engine: Engine, study: StudyFile, visit: arrival.Visit,

@@ -414,17 +414,11 @@ def ensure_user(client: LabelStudio, email: str, username: str) -> int:
                            "with that email")
 
 
-def task_data(client: LabelStudio, task_id: int) -> dict[str, Any]:
-    """The ``data`` of one task."""
-    with sdk_errors(f"reading task {task_id}"):
-        return dict(client.tasks.get(id=task_id).data or {})
-
-
-def project_task_ids(client: LabelStudio, project_id: int) -> list[int]:
-    """The id of every task of the project, lowest first."""
+def project_task_data(client: LabelStudio, project_id: int) -> dict[int, dict[str, Any]]:
+    """``task id → data`` of every task of the project (never its ``meta``)."""
     with sdk_errors("listing tasks", project=project_id):
-        tasks = client.tasks.list(project=project_id, include="id", page_size=_PAGE_SIZE)
-        return sorted(task.id for task in tasks)
+        tasks = client.tasks.list(project=project_id, include="id,data", page_size=_PAGE_SIZE)
+        return {task.id: dict(task.data or {}) for task in tasks}
 
 
 def user_annotation(client: LabelStudio, task_id: int, user_id: int) -> int | None:
