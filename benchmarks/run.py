@@ -5,6 +5,7 @@ Example:
     .venv/bin/python -m benchmarks.run                       # full size (about half an hour)
     .venv/bin/python -m benchmarks.run --quick               # small sizes, a few minutes
     .venv/bin/python -m benchmarks.run --only import --database postgresql --rounds 3
+    .venv/bin/python -m benchmarks.run --only study       # the study gateway's burst (PostgreSQL)
 
 See docs/benchmarks.md for the recorded figures and what dominates each.
 """
@@ -25,12 +26,12 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from . import exporting, importing, live_export, load, servers
+from . import exporting, importing, live_export, load, servers, study_burst
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "var" / "benchmarks"
 BACKEND_BENCH = Path(__file__).with_name("backend_bench.py")
-PARTS = ("import", "export", "live-export", "backend")
+PARTS = ("import", "export", "live-export", "backend", "study")
 COLUMNS = ("benchmark", "size", "seconds", "rate", "figures", "target", "met", "peak RSS MB")
 
 IMPORT_TARGET = 1.05
@@ -205,19 +206,26 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--backend-tasks", default=1000, show_default=True, help="Tasks for the backend benchmark.")
 @click.option("--database", type=click.Choice(servers.DATABASES), default="sqlite", show_default=True,
               help="Label Studio's database for the import and live-export benchmarks.")
+@click.option("--study-participants", default=200, show_default=True,
+              help="Participants of the study gateway's burst (arriving within 60 s).")
+@click.option("--study-gateways", default=1, show_default=True,
+              help="Gateway processes sharing the burst (and one PostgreSQL database).")
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
-              help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, 1 round.")
+              help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, "
+              "40 study participants, 1 round.")
 @click.option("--profile", type=click.Path(file_okay=False, path_type=Path),
               help="Write cProfile stats of each export stage into this folder.")
 def main(
     episodes: int, annotations: int, annotators: int, batch_size: int, rounds: int,
-    live_tasks: int, backend_tasks: int, database: str, only: tuple[str, ...], quick: bool,
-    profile: Path | None,
+    live_tasks: int, backend_tasks: int, study_participants: int, study_gateways: int,
+    database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
 ) -> None:
-    """Measure import, export, live export and the stored backend; print one table."""
+    """Measure import, export, live export, the stored backend and the study gateway's burst;
+    print one table."""
     if quick:
         episodes, annotations, live_tasks, backend_tasks, rounds = 500, 5_000, 250, 200, 1
+        study_participants = 40
     if profile:
         profile.mkdir(parents=True, exist_ok=True)
     parts = only or PARTS
@@ -241,6 +249,9 @@ def main(
         run_part("export", lambda: export_rows(annotations, annotators, rounds, profile))
     if "backend" in parts:
         run_part("backend", lambda: backend_rows(backend_tasks))
+    if "study" in parts:
+        run_part("study", lambda: study_burst.rows(
+            study_burst.measure_burst(study_participants, gateways=study_gateways)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object)
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")

@@ -52,7 +52,7 @@ from ..errors import LabelStudioError
 from ..labelstudio.client import find_project, project_task_data
 from . import arrival, leases
 from .flow import current_page
-from .saving import LabelStudioWriter, checked_results
+from .saving import LabelStudioWriter, checked_results, to_names
 from .security import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -81,6 +81,7 @@ class Gateway:
     study: StudyFile
     engine: Engine
     config: str
+    targets: dict[str, str]  # control → the object it labels, for rebuilding results
     writer: LabelStudioWriter
     shown: Callable[[int], dict[str, Any]]
 
@@ -102,7 +103,8 @@ def prepare_gateway(study: StudyFile, client: LabelStudio, engine: Engine) -> Ga
     def shown(task_id: int) -> dict[str, Any]:
         return leases.shown_episode(engine, study.name, task_id)
 
-    return Gateway(study, engine, config, LabelStudioWriter(engine, client, study.name), shown)
+    return Gateway(study, engine, config, to_names(config),
+                   LabelStudioWriter(engine, client, study.name), shown)
 
 
 class Submission(BaseModel):
@@ -128,6 +130,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
     engine = gateway.engine
     templates = _templates()
     base = f"/s/{study.name}"
+    guide = instructions_html()
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         return templates.TemplateResponse(
@@ -175,7 +178,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             await run_in_threadpool(arrival.mark_instructions_read, engine, visit.id)
             visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
             return go(current_page(visit, study).name)
-        return page(request, "instructions", instructions=instructions_html(),
+        return page(request, "instructions", instructions=guide,
                     first_time=not visit.instructions_read, csrf=csrf_token(request),
                     csrf_field=CSRF_FIELD)
 
@@ -202,7 +205,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             "csrf": csrf_token(request),
             "settings": _EDITOR_SETTINGS,
         }
-        return page(request, "rate", boot=json_for_html(boot), instructions=instructions_html(),
+        return page(request, "rate", boot=json_for_html(boot), instructions=guide,
                     number=visit.rated + 1, total=study.episodes_per_participant)
 
     async def submit(request: Request) -> Response:
@@ -216,7 +219,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
                                              visit.participant_id)
         if assignment is None or assignment.visit_id != visit.id:
             raise HTTPException(404, "There is no such episode for you.")
-        results, problems = checked_results(body.results, gateway.config)
+        results, problems = checked_results(body.results, gateway.targets)
         if problems:
             return JSONResponse({"problems": problems}, status_code=422)
         settled = await run_in_threadpool(leases.settle, engine, assignment, results,

@@ -55,13 +55,18 @@ _LABELS = {
 }
 
 
-def checked_results(raw: Any, config: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The results to save for a submission, or (``[]``, what a participant must fix)."""
+def to_names(config: str) -> dict[str, str]:
+    """Each control of the labeling config → the object it labels (read once per gateway)."""
+    return {name: control.to_name for name, control in controls(config).items()}
+
+
+def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The results to save for a submission, or (``[]``, what a participant must fix);
+    ``targets`` is ``to_names`` of the project's config."""
     fields, problems = read_json_results(raw)
     if problems:
         return [], [f"{_LABELS.get(control, control)}: {reason}" for control, reason in problems]
-    to_names = {name: control.to_name for name, control in controls(config).items()}
-    return evaluation_results(Evaluation.from_flat(fields), to_names), []
+    return evaluation_results(Evaluation.from_flat(fields), targets), []
 
 
 def participant_user(engine: Engine, client: LabelStudio, participant_id: int) -> int:

@@ -115,6 +115,13 @@ class Participant:
         return self.http.post(f"/s/{self.study}/instructions", data={"csrf": token},
                               follow_redirects=True)
 
+    def begin(self) -> str:
+        """Arrive, read the instructions, open the first episode: the lease's key."""
+        self.arrive()
+        self.read_instructions()
+        self.open_episode()
+        return self.boot["assignment"]
+
     def open_episode(self) -> httpx.Response:
         """The rate page; keeps its boot data (assignment key, CSRF token, task data)."""
         page = self.http.get(f"/s/{self.study}/rate", follow_redirects=True)

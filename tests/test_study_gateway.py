@@ -159,9 +159,7 @@ def test_the_page_gets_what_the_config_shows_and_nothing_of_the_task_besides(stu
 
 def test_a_rationale_of_spaces_is_refused_with_the_field_named(study):
     someone = study.participant()
-    someone.arrive()
-    someone.read_instructions()
-    someone.open_episode()
+    someone.begin()
     results = results_of(answers(1))
     secret_2 = next(r for r in results if r["from_name"] == "secret_reasoning_2")
     secret_2["value"]["text"] = ["   \n "]
@@ -176,9 +174,7 @@ def test_a_rationale_of_spaces_is_refused_with_the_field_named(study):
 
 def test_a_submission_without_the_session_csrf_token_is_refused(study):
     someone = study.participant()
-    someone.arrive()
-    someone.read_instructions()
-    someone.open_episode()
+    someone.begin()
     results = results_of(answers(1))
     for token in (None, "forged"):
         headers = {"X-CSRF-Token": token} if token else {}
@@ -190,9 +186,7 @@ def test_a_submission_without_the_session_csrf_token_is_refused(study):
 
 def test_a_double_click_or_a_retried_request_saves_one_annotation(study):
     someone = study.participant()
-    someone.arrive()
-    someone.read_instructions()
-    someone.open_episode()
+    someone.begin()
     results = results_of(answers(2))
     answers_seen: list[int] = []
 
@@ -241,8 +235,7 @@ GUESSES = [
 def test_another_participant_can_reach_nothing_of_the_first_by_guessing(study):
     first, second = study.participant(), study.participant()
     study.rated(first, [4])
-    second.arrive()
-    second.read_instructions()
+    second.begin()
     page = second.open_episode()
 
     assert "rationale 4" not in page.text
@@ -280,10 +273,7 @@ def test_no_answer_of_the_gateway_carries_label_studio_s_address_or_key(
 
 def test_a_returning_participant_finds_the_episode_they_left_and_then_their_code(study):
     someone = study.participant()
-    someone.arrive()
-    someone.read_instructions()
-    someone.open_episode()
-    left = someone.boot["assignment"]
+    left = someone.begin()
 
     back = someone.arrive()
     assert back.url.path == "/s/pilot/rate"
@@ -317,9 +307,7 @@ def test_a_participant_with_nothing_left_to_rate_gets_a_clear_page_and_the_no_sl
 
 def test_a_rating_made_while_label_studio_is_down_is_saved_when_it_is_back(study):
     someone = study.participant()
-    someone.arrive()
-    someone.read_instructions()
-    someone.open_episode()
+    someone.begin()
 
     assert someone.rate(8).status_code == 200  # the participant never waits on Label Studio
     assert save_all_waiting(study.engine, connect_to_nothing(), "pilot") == 0
@@ -359,10 +347,7 @@ def test_study_init_writes_a_checked_study_file(study, label_studio: LocalServer
 
 def test_study_status_reports_progress_from_the_gateway_database(study, tmp_path):
     study.rated(study.participant(), [1, 2])
-    halfway = study.participant()
-    halfway.arrive()
-    halfway.read_instructions()
-    halfway.open_episode()
+    study.participant().begin()  # and one halfway through their first episode
     (tmp_path / "study.json").write_text(study.settings.model_dump_json())
 
     shown = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))

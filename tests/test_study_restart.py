@@ -36,14 +36,6 @@ pytestmark = pytest.mark.server
 SECRET = "restart-test-session-key-" + "r" * 32
 
 
-def started(participant: Participant) -> str:
-    """The participant arrives, reads the instructions and opens an episode: its lease key."""
-    participant.arrive()
-    participant.read_instructions()
-    participant.open_episode()
-    return participant.boot["assignment"]
-
-
 def wait_for(condition, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -65,10 +57,10 @@ def test_a_gateway_killed_mid_study_restarts_with_every_lease_and_every_rating_o
     people: list[Participant] = []
     try:
         holders = [Participant.of(first.url) for _ in range(2)]
-        leases_held = [started(p) for p in holders]
+        leases_held = [p.begin() for p in holders]
         rater = Participant.of(first.url)
         people += [*holders, rater]
-        started(rater)
+        rater.begin()
 
         # The rater's rating is recorded at once; its save waits at the proxy; the gateway dies.
         proxy.hold.set()
@@ -99,7 +91,7 @@ def test_a_gateway_killed_mid_study_restarts_with_every_lease_and_every_rating_o
             wait_until_saved(open_store(study.database), 3)
             newcomer = Participant.of(second.url)
             people.append(newcomer)
-            started(newcomer)
+            newcomer.begin()
             assert newcomer.boot["assignment"] not in leases_held
         finally:
             second.stop()

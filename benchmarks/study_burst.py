@@ -1,0 +1,286 @@
+"""A burst of participants through the study gateway, against Label Studio on PostgreSQL.
+
+200 simulated participants (async httpx, no browser) arrive at random moments within 60 s and
+each goes the whole way: the Prolific link, the instructions, two episodes (each a rate page,
+the editor's files once, and a submission with the 28 answers of a real row of the sample
+human-evaluation CSVs), the completion page. The gateway is ``sotopia-ls study serve`` as a
+researcher runs it (one or more processes sharing the gateway's PostgreSQL database; the
+simulated participants spread over them as a load balancer would); Label Studio and the
+gateway's database are a fresh PostgreSQL cluster of ``scripts/postgres``.
+
+Measured: page ready (the rate page's HTML with its episode, from request to last byte),
+submit (the rating's POST until the gateway answers where to go next: validated and recorded
+in the gateway's database) and, read from that database, how long each rating then waited
+until the gateway's writer had saved it in Label Studio. Checked afterwards, once every rating
+is saved: no request failed, every episode has exactly k distinct raters in Label Studio,
+every rating the gateway recorded is there, and nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import secrets
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from label_studio_sdk import LabelStudio
+
+from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import push_episodes
+from sotopia_ls.study.editor import EDITOR_DIR_ENV, editor_dir, fetch_editor
+from sotopia_ls.study.process import GatewayProcess, start_gateway
+from sotopia_ls.study.settings import SECRET_ENV, StudyFile
+
+from . import load, servers
+
+BOOT = re.compile(r'<script type="application/json" id="boot">(.*?)</script>', re.S)
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+ASSETS = ("/static/editor/main.js", "/static/editor/main.css", "/static/gateway.js",
+          "/static/gateway.css")
+SUBMIT_TARGET_MS = 500.0
+
+
+@dataclass
+class Figures:
+    """What the burst measured and what it found afterwards."""
+
+    participants: int
+    episodes: int
+    raters: int
+    gateways: int
+    page_ready_ms: list[float] = field(default_factory=list)
+    submit_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    completed: int = 0
+    seconds: float = 0.0
+    episodes_with_k: int = 0
+    ratings_in_label_studio: int = 0
+    ratings_recorded: int = 0
+    top_ups: int = 0  # participants recruited after the burst to fill the last open slots
+    saved_after_ms: list[float] = field(default_factory=list)  # submitted → in Label Studio
+    drained_seconds: float = 0.0  # after the last participant, until every rating was saved
+
+    @staticmethod
+    def percentile(values: list[float], share: float) -> float:
+        if not values:
+            return float("nan")
+        return statistics.quantiles(values, n=100, method="inclusive")[round(share * 100) - 1]
+
+
+def _prolific_id() -> str:
+    return secrets.token_hex(12)
+
+
+async def _participant(http: httpx.AsyncClient, name: str, delay: float,
+                       answers: list[list[dict[str, Any]]], figures: Figures) -> None:
+    await asyncio.sleep(delay)
+    try:
+        await _journey(http, name, answers, figures)
+    except (httpx.HTTPError, AssertionError, ValueError, KeyError) as error:
+        figures.errors.append(f"{type(error).__name__}: {error}"[:200])
+
+
+async def _journey(http: httpx.AsyncClient, name: str, answers: list[list[dict[str, Any]]],
+                   figures: Figures) -> None:
+    arrived = await http.get(f"/s/{name}", follow_redirects=True, params={
+        "PROLIFIC_PID": _prolific_id(), "STUDY_ID": "b" * 24, "SESSION_ID": _prolific_id()})
+    _ok(arrived)
+    token = CSRF.search(arrived.text).group(1)
+    _ok(await http.post(f"/s/{name}/instructions", data={"csrf": token}))
+    assets_loaded = False
+    while True:
+        started = time.perf_counter()
+        page = await http.get(f"/s/{name}/rate", follow_redirects=True)
+        _ok(page)
+        if page.url.path.endswith("/done"):
+            figures.completed += 1
+            return
+        figures.page_ready_ms.append((time.perf_counter() - started) * 1000)
+        if not assets_loaded:  # a browser fetches the editor once, then keeps it
+            for asset in await asyncio.gather(*(http.get(path) for path in ASSETS)):
+                _ok(asset)
+            assets_loaded = True
+        boot = json.loads(BOOT.search(page.text).group(1))
+        started = time.perf_counter()
+        sent = await http.post(f"/s/{name}/submit", headers={"X-CSRF-Token": boot["csrf"]},
+                               json={"assignment": boot["assignment"],
+                                     "results": random.choice(answers)})
+        _ok(sent)
+        figures.submit_ms.append((time.perf_counter() - started) * 1000)
+
+
+def _ok(response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        raise AssertionError(f"{response.request.method} {response.url.path}: "
+                             f"HTTP {response.status_code}")
+
+
+async def _burst(urls: list[str], name: str, participants: int, window: float,
+                 figures: Figures, seed: int) -> None:
+    rng = random.Random(seed)
+    answers = load.real_ratings()
+    limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
+    clients = [httpx.AsyncClient(base_url=urls[n % len(urls)], timeout=120, limits=limits)
+               for n in range(participants)]
+    try:
+        await asyncio.gather(*(
+            _participant(client, name, rng.uniform(0, window), answers, figures)
+            for client in clients
+        ))
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+
+
+@contextmanager
+def _label_studio_on_postgres(work: Path) -> Iterator[tuple[server.LocalServer, dict[str, str]]]:
+    """A fresh Label Studio on a fresh PostgreSQL cluster; the cluster's settings."""
+    credentials = server.Credentials(username="bench@example.com", password=uuid.uuid4().hex,
+                                     api_key=uuid.uuid4().hex)
+    with ExitStack() as stack:
+        settings = stack.enter_context(servers.postgres())
+        running = stack.enter_context(server.start(work / "label-studio", credentials,
+                                                   extra_env=settings))
+        yield running, settings
+
+
+def _gateway_database(settings: dict[str, str]) -> str:
+    """A database of its own for the gateway, in Label Studio's PostgreSQL cluster."""
+    connection = dict(host=settings["POSTGRE_HOST"], port=int(settings["POSTGRE_PORT"]),
+                      user=settings["POSTGRE_USER"], password=settings["POSTGRE_PASSWORD"])
+    with psycopg.connect(dbname=settings["POSTGRE_NAME"], autocommit=True, **connection) as db:
+        db.execute("CREATE DATABASE study_gateway")
+    return (f"postgresql://{connection['user']}:{connection['password']}@{connection['host']}:"
+            f"{connection['port']}/study_gateway")
+
+
+def _check(client: LabelStudio, project_id: int, figures: Figures, k: int) -> None:
+    raters: Counter[int] = Counter()
+    for task in client.tasks.list(project=project_id, include="id"):
+        annotations = client.annotations.list(id=task.id)
+        users = {annotation.completed_by for annotation in annotations}
+        if len(users) != len(annotations):
+            figures.errors.append(f"task {task.id}: a participant rated it twice")
+        raters[len(users)] += 1
+        figures.ratings_in_label_studio += len(annotations)
+    figures.episodes_with_k = raters[k]
+
+
+def _open_slots(database: str) -> int:
+    with psycopg.connect(database) as db:
+        return db.execute("SELECT count(*) FROM slots WHERE state <> 'done'").fetchone()[0]
+
+
+def _drain(database: str, figures: Figures, timeout: float = 600.0) -> None:
+    """Wait until the writers saved every recorded rating; then read the save delays."""
+    started = time.perf_counter()
+    with psycopg.connect(database) as db:
+        while db.execute("SELECT count(*) FROM assignments WHERE state = 'saving'").fetchone()[0]:
+            if time.perf_counter() - started > timeout:
+                figures.errors.append(f"ratings still waiting to be saved after {timeout:.0f} s")
+                break
+            time.sleep(0.5)
+        figures.drained_seconds = time.perf_counter() - started
+        delays = db.execute("SELECT extract(epoch FROM saved_at - submitted_at) FROM assignments "
+                            "WHERE state = 'saved'").fetchall()
+    figures.saved_after_ms = [float(seconds) * 1000 for (seconds,) in delays]
+    figures.ratings_recorded = len(delays)
+
+
+def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: int = 1,
+                  raters: int = 2, per_participant: int = 2, seed: int = 0) -> Figures:
+    """Run the burst on fresh servers and check the outcome; see the module's docstring.
+
+    The project holds exactly the episodes the participants can fill
+    (participants × per_participant / raters); participants recruited after the burst (at most
+    a tenth more) take any slot the greedy assignment left open.
+    """
+    episodes = participants * per_participant // raters
+    figures = Figures(participants, episodes, raters, gateways)
+    with tempfile.TemporaryDirectory(prefix="sotopia-study-bench-") as folder:
+        work = Path(folder)
+        with _label_studio_on_postgres(work) as (running, settings):
+            client = LabelStudio(base_url=running.url, api_key=running.credentials.api_key)
+            project = create_project(client, f"bench_study_{uuid.uuid4().hex[:8]}",
+                                     annotations_per_task=raters)
+            push_episodes(client, project.id, load.episodes(load.seed_episodes(), episodes),
+                          progress=False)
+            database = _gateway_database(settings)
+            study = StudyFile(
+                name="burst", project=project.id, raters_per_episode=raters,
+                episodes_per_participant=per_participant, completion_code="BURST1",
+                completion_url="http://127.0.0.1:9/complete?cc=BURST1", database=database)
+            study_file = work / "study.json"
+            study_file.write_text(study.model_dump_json())
+            env = {**os.environ, "LABEL_STUDIO_URL": running.url,
+                   "LABEL_STUDIO_API_KEY": running.credentials.api_key,
+                   SECRET_ENV: secrets.token_urlsafe(32),
+                   EDITOR_DIR_ENV: str(fetch_editor(editor_dir()).absolute())}
+            started: list[GatewayProcess] = []
+            try:
+                for _ in range(gateways):
+                    started.append(start_gateway(study_file, env))
+                begun = time.perf_counter()
+                asyncio.run(_burst([g.url for g in started], study.name, participants, window,
+                                   figures, seed))
+                figures.seconds = time.perf_counter() - begun
+                # Greedy assignment can leave a last slot on an episode its only remaining
+                # participant already rated; like a study on Prolific, recruit a few more.
+                while _open_slots(database) and figures.top_ups < participants // 10:
+                    figures.top_ups += 1
+                    asyncio.run(_burst([started[0].url], study.name, 1, 0.0, figures,
+                                       seed + figures.top_ups))
+                _drain(database, figures)
+            finally:
+                for running_gateway in started:
+                    running_gateway.stop()
+            _check(client, project.id, figures, raters)
+    return figures
+
+
+def rows(figures: Figures) -> list[dict[str, Any]]:
+    """The burst as rows of the benchmark table."""
+    size = (f"{figures.participants} participants within 60 s, {figures.episodes} episodes, "
+            f"k={figures.raters}, {figures.gateways} gateway process(es), Label Studio and "
+            "gateway on PostgreSQL")
+    p95_submit = figures.percentile(figures.submit_ms, 0.95)
+    outcome = (f"{len(figures.errors)} errors; {figures.completed} completed "
+               f"({figures.top_ups} recruited after the burst for the last open slots); "
+               f"{figures.episodes_with_k}/{figures.episodes} episodes with exactly "
+               f"{figures.raters} distinct raters; {figures.ratings_in_label_studio} ratings in "
+               f"Label Studio, {figures.ratings_recorded} recorded by the gateway")
+    return [
+        {"benchmark": "study: burst, page ready (rate page)", "size": size,
+         "seconds": f"{figures.seconds:,.1f}",
+         "figures": f"p50 {figures.percentile(figures.page_ready_ms, 0.5):,.0f} ms, "
+                    f"p95 {figures.percentile(figures.page_ready_ms, 0.95):,.0f} ms "
+                    f"({len(figures.page_ready_ms)} pages)"},
+        {"benchmark": "study: burst, submit (validated and recorded)", "size": size,
+         "figures": f"p50 {figures.percentile(figures.submit_ms, 0.5):,.0f} ms, "
+                    f"p95 {p95_submit:,.0f} ms ({len(figures.submit_ms)} submissions)",
+         "target": f"p95 <= {SUBMIT_TARGET_MS:.0f} ms", "met": p95_submit <= SUBMIT_TARGET_MS},
+        {"benchmark": "study: burst, rating in Label Studio (written behind)", "size": size,
+         "seconds": f"{figures.drained_seconds:,.1f}",
+         "figures": f"after submit p50 {figures.percentile(figures.saved_after_ms, 0.5):,.0f} ms, "
+                    f"p95 {figures.percentile(figures.saved_after_ms, 0.95):,.0f} ms; the last "
+                    f"saved {figures.drained_seconds:,.1f} s after the last participant"},
+        {"benchmark": "study: burst, outcome", "size": size, "figures": outcome,
+         "target": "0 errors, every episode k raters, nothing lost",
+         "met": (not figures.errors and figures.episodes_with_k == figures.episodes
+                 and figures.ratings_in_label_studio == figures.ratings_recorded
+                 == figures.episodes * figures.raters)},
+    ]
