@@ -149,7 +149,8 @@ class Participant:
 class _Recorder(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802  (http.server's name)
         self.server.paths.append(self.path)  # type: ignore[attr-defined]
-        body = b"<html><body>Prolific stand-in: submission complete</body></html>"
+        body = (b'<html><head><link rel="icon" href="data:,"></head>'
+                b"<body>Prolific stand-in: submission complete</body></html>")
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))

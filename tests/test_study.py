@@ -293,3 +293,8 @@ def test_the_export_of_the_study_s_project_reproduces_every_submitted_rating(
         got = {(int(r.agent), r.dimension): (r.rationale, int(r.score)) for r in rows.itertuples()}
         assert got == {(agent, key): pair for agent in AGENTS for key, pair in entered[agent].items()}
     assert long["annotation_id"].nunique() == len(saved)
+    # The tables name a pseudonym; the private identity map carries the Prolific id.
+    identities = (tmp_path / "out" / "annotator_identities.csv").read_text()
+    pseudonym = long[long["annotation_id"] == mine[0]]["annotator_id"].iloc[0]
+    assert journey.pid not in (tmp_path / "out" / "scores_long.csv").read_text()
+    assert f'"{pseudonym}","{journey.pid}@prolific.invalid"' in identities
