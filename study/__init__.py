@@ -11,9 +11,10 @@ never get a login, a token or its address.
 - ``leases``    k slots per episode, leased to participants, settled on submission
 - ``flow``      the pages in order: instructions → rate (× m) → done
 - ``shown``     what of a task a participant's browser receives
-- ``saving``    a submission checked and saved to Label Studio exactly once
+- ``saving``    a submission checked, and written behind into Label Studio exactly once
 - ``security``  headers, CSRF token, bounded bodies, JSON inside HTML
 - ``editor``    Label Studio's editor files: one pinned npm release, verified
 - ``app``       the Starlette app; ``serve`` runs it; ``status`` reports progress
+- ``process``   ``study serve`` as a child process, for the tests and the benchmark
 - ``commands``  the ``sotopia-ls study`` commands
 """

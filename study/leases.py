@@ -11,8 +11,8 @@ simply move on to the next candidate.
 A submission settles its assignment: it marks the slot the assignment holds ``done`` (even
 after the lease expired: nobody took the slot, so the work counts), else takes any free slot
 of the same episode, else is kept as ``surplus``: stored here, flagged, never counted and
-never dropped. A settled rating waits as ``saving`` until a writer claims it and saves it in
-Label Studio (``saving``): the outbox.
+never dropped. A settled rating waits as ``saving`` until a writer claims it
+(``claim_saves``) and saves it in Label Studio (``saving.LabelStudioWriter``): an outbox.
 """
 
 from __future__ import annotations
