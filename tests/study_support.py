@@ -45,9 +45,13 @@ def prolific_id() -> str:
     return secrets.token_hex(12)
 
 
+SAMPLE_EPISODES = [SAMPLES / "episodelog", SAMPLES / "otree_episodes" / "GPT3.5-GPT3.5"]
+
+
 def study_project(client: LabelStudio, title: str, episodes: int) -> int:
-    """A project holding the first ``episodes`` sample episodes (no predictions)."""
-    loaded = load_episodes([SAMPLES / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:episodes]
+    """A project holding the first ``episodes`` sample episodes (no predictions); the first,
+    the EpisodeLog fixture, has a stored model evaluation in its task's meta."""
+    loaded = load_episodes(SAMPLE_EPISODES).episodes[:episodes]
     project = create_project(client, title)
     import_batch(client, project.id, [task_payload(e, with_predictions=False) for e in loaded])
     return project.id

@@ -25,6 +25,7 @@ from browser import CHROMIUM, LAUNCH_ARGS, LOADED, VIEWPORT, checked_ratings, ra
 from conftest import invoke
 from study_support import (
     CODE,
+    SAMPLE_EPISODES,
     answers,
     check_invariants,
     gateway_env,
@@ -36,6 +37,7 @@ from study_support import (
 )
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, RUBRIC
+from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.settings import StudyFile
@@ -235,10 +237,11 @@ def test_a_second_participant_on_the_same_episode_sees_a_blank_form_and_nothing_
         "areas => areas.map(area => area.value)"))
     first_words = [rationale for agent in AGENTS for rationale, _ in journey.entered[0][agent].values()]
     task_id = _first_task(journey)
-    meta = ls_client.tasks.get(id=task_id)
+    data = ls_client.tasks.get(id=task_id).data
+    model_said = _stored_reasonings(data["episode_id"])
+    assert model_said, "the episode should carry a stored model evaluation (task meta)"
     hidden = ["first participant", journey.pid, label_studio.url, label_studio.credentials.api_key,
-              SECRET, "sotopia_evaluation", str(meta.data.get("source_file"))]
-    hidden += [reasoning for _, reasoning in _stored_reasonings(meta.meta)]
+              SECRET, "sotopia_evaluation", data["source_file"], *model_said]
     port = label_studio.url.rsplit(":", 1)[1]
     for url, body in bodies:
         for text in hidden + first_words:
@@ -261,15 +264,11 @@ def _first_task(journey: Journey) -> int:
         return conn.execute(select(assignments.c.task_id).order_by(assignments.c.id)).first()[0]
 
 
-def _stored_reasonings(meta: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """The stored model evaluation's rationales in a task's meta."""
-    evaluation = (meta or {}).get("sotopia_evaluation") or {}
-    found = []
-    for agent in evaluation.get("agents", []):
-        for key, pair in agent.items():
-            if pair and len(pair[0]) > 20:
-                found.append((key, pair[0]))
-    return found
+def _stored_reasonings(episode_id: str) -> list[str]:
+    """The stored model evaluation's rationales of a sample episode (the task's meta)."""
+    episode = next(e for e in load_episodes(SAMPLE_EPISODES).episodes if e.id == episode_id)
+    flat = episode.evaluation.flat() if episode.evaluation else {}
+    return [text for name, text in flat.items() if "reasoning" in name and len(text) > 20]
 
 
 def test_the_export_of_the_study_s_project_reproduces_every_submitted_rating(
