@@ -4,9 +4,9 @@ Validating and encoding are pure Python work on independent chunks, so they scal
 processes, not threads. At most two chunks per worker are in flight, which bounds memory
 whatever the size of the export. An export that fits in one chunk is read in this process.
 
-A chunk's encoded pieces (tens of megabytes) come back through shared memory (``_Slots``):
-pickled through the pool's pipe, they would cost the export more system time than all its
-writing.
+A chunk's encoded pieces and its two Arrow tables (tens of megabytes) come back through
+shared memory (``_Slots``): pickled through the pool's pipe, they would cost the export more
+system time than all its writing.
 """
 
 from __future__ import annotations
@@ -21,10 +21,15 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from typing import TYPE_CHECKING
+
 from ..errors import SotopiaLSError
 from .chunks import Region
 from .encode import Encoded, Encoding, encode_part
 from .validate import Part, Settings, validate_chunk
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Done = tuple[Part, Encoded | None]
 Spans = dict[str, tuple[int, int]]
@@ -43,7 +48,7 @@ class _Slots:
         # Anonymous shared mappings: only the pages written to take memory.
         self._maps = [mmap.mmap(-1, size) for _ in range(count)]
 
-    def put(self, number: int, pieces: dict[str, bytes]) -> Spans | None:
+    def put(self, number: int, pieces: dict[str, bytes | pa.Buffer]) -> Spans | None:
         slot = self._maps[number % len(self._maps)]
         if sum(map(len, pieces.values())) > len(slot):
             return None
@@ -59,6 +64,9 @@ class _Slots:
         view = memoryview(self._maps[number % len(self._maps)])
         return {name: view[offset : offset + length] for name, (offset, length) in spans.items()}
 
+
+# The names of the two tables among a slot's pieces.
+_TABLE, _LONG = ":table", ":long"
 
 _settings: Settings | None = None
 _encoding: Encoding | None = None
@@ -87,12 +95,30 @@ def _start_worker(settings: Settings, encoding: Encoding | None, slots: _Slots |
     gc.disable()
 
 
+def _arrow(table: pa.Table) -> pa.Buffer:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return sink.getvalue()
+
+
+def _table(piece: memoryview | bytes) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(piece)).read_all()
+
+
 def _in_worker(number: int, chunk: bytes | Region) -> tuple[Part, Encoded | None, Spans | None]:
     assert _settings is not None
     part, encoded = process_chunk(chunk, _settings, _encoding)
-    spans = _slots.put(number, encoded.pieces) if _slots and encoded else None
+    if _slots is None or encoded is None or part.table is None:
+        return part, encoded, None
+    spans = _slots.put(number, encoded.pieces | {_TABLE: _arrow(part.table),
+                                                 _LONG: _arrow(encoded.long)})
     if spans is not None:
-        encoded.pieces = {}
+        encoded.pieces, encoded.long, part.table = {}, encoded.long.schema.empty_table(), None
     return part, encoded, spans
 
 
@@ -100,7 +126,11 @@ def _received(number: int, done: tuple[Part, Encoded | None, Spans | None],
               slots: _Slots | None) -> Done:
     part, encoded, spans = done
     if spans is not None and slots is not None and encoded is not None:
-        encoded.pieces = slots.take(number, spans)
+        pieces = slots.take(number, spans)
+        # The part's table outlives the slot; the long table is written before it is reused.
+        part.table = _table(bytes(pieces.pop(_TABLE)))
+        encoded.long = _table(pieces.pop(_LONG))
+        encoded.pieces = pieces
     return part, encoded
 
 
