@@ -22,23 +22,25 @@ from typing import Any
 import click
 import httpx
 
-from sotopia_ls.labelstudio import server
 from sotopia_ls.config import labeling_config
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio.tasks import EPISODE_ID, episode_meta, episode_to_task
 from sotopia_ls.ml_backend.commands import backend_env, ensure_ml_environment
 from sotopia_ls.samples import EPISODELOG
-from sotopia_ls.labelstudio.tasks import EPISODE_ID, episode_to_task
 
 
-
-def fixture_task_data() -> dict[str, Any]:
+def fixture_task() -> dict[str, Any]:
+    """The fixture as a task: its data, and its stored evaluation in the task's meta."""
     loaded = load_episodes([EPISODELOG])
     loaded.raise_on_problems()
-    return episode_to_task(loaded.episodes[0])
+    episode = loaded.episodes[0]
+    return {"data": episode_to_task(episode), "meta": episode_meta(episode)}
 
 
-def batch(data: dict[str, Any], start: int, size: int) -> list[dict[str, Any]]:
-    return [{"id": n, "data": {**data, EPISODE_ID: f"bench-{n}"}} for n in range(start, start + size)]
+def batch(task: dict[str, Any], start: int, size: int) -> list[dict[str, Any]]:
+    return [{"id": n, "data": {**task["data"], EPISODE_ID: f"bench-{n}"}, "meta": task["meta"]}
+            for n in range(start, start + size)]
 
 
 def wait_for_health(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -75,14 +77,14 @@ def main(tasks: int, batch_size: int, python: Path | None) -> None:
         env={**backend_env("127.0.0.1", port, "stored", threads=4), "LOG_LEVEL": "WARNING"},
         stdin=subprocess.DEVNULL,
     )
-    config, data = labeling_config(), fixture_task_data()
+    config, task = labeling_config(), fixture_task()
     batches = max(1, tasks // batch_size)
     seconds: list[float] = []
     try:
         wait_for_health(url, process)
         with httpx.Client(timeout=120) as client:
             for index in range(batches + 1):
-                body = {"tasks": batch(data, index * batch_size, batch_size), "project": "1.1", "label_config": config}
+                body = {"tasks": batch(task, index * batch_size, batch_size), "project": "1.1", "label_config": config}
                 started = time.perf_counter()
                 answer = client.post(f"{url}/predict", json=body)
                 results = answer.raise_for_status().json()["results"]

@@ -36,7 +36,7 @@ COLUMNS = ("benchmark", "size", "seconds", "rate", "figures", "target", "met", "
 
 IMPORT_TARGET = 1.05
 EXPORT_SECONDS_TARGET = 10.0
-EXPORT_RSS_TARGET_MB = 1536.0
+EXPORT_MEMORY_TARGET_MB = 1536.0
 
 
 def machine() -> str:
@@ -128,10 +128,12 @@ def export_rows(annotations: int, annotators: int, rounds: int, profile: Path | 
                            f"parent + {figures.workers_peak_rss_mb:,.0f} MB workers; "
                            f"peak PSS {figures.peak_pss_mb:,.0f} MB; host calibration "
                            + "/".join(f"{f.calibration_seconds:.2f}" for f in runs) + " s",
-                "target": f"<= {EXPORT_SECONDS_TARGET:.0f} s, <= {EXPORT_RSS_TARGET_MB:.0f} MB",
+                "target": f"<= {EXPORT_SECONDS_TARGET:.0f} s, <= {EXPORT_MEMORY_TARGET_MB:.0f} MB",
+                # Memory is judged on PSS: the RSS sum counts each page the parent and its
+                # workers share (the fork's, and the shared-memory slots) once per process.
                 "met": f"best {'yes' if figures.seconds <= EXPORT_SECONDS_TARGET else 'NO'}, "
                        f"median {'yes' if median <= EXPORT_SECONDS_TARGET else 'NO'}; memory "
-                       f"{'yes' if max(f.total_peak_rss_mb for f in runs) <= EXPORT_RSS_TARGET_MB else 'NO'}",
+                       f"{'yes' if max(f.peak_pss_mb for f in runs) <= EXPORT_MEMORY_TARGET_MB else 'NO'}",
             }
         elif stage == "parse":
             row |= {
@@ -257,6 +259,9 @@ def main(
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):
         click.echo(table.fillna("").to_string(index=False))
+    failed = [row["benchmark"] for row in rows if row["benchmark"].endswith(": FAILED")]
+    if failed:
+        raise click.ClickException(f"{len(failed)} part(s) failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
