@@ -254,11 +254,11 @@ def main(
     if "study" in parts:
         run_part("study", lambda: study_burst.rows(
             study_burst.measure_burst(study_participants, gateways=study_gateways)))
-    table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object)
+    table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):
-        click.echo(table.fillna("").to_string(index=False))
+        click.echo(table.to_string(index=False))
     failed = [row["benchmark"] for row in rows if row["benchmark"].endswith(": FAILED")]
     if failed:
         raise click.ClickException(f"{len(failed)} part(s) failed: {', '.join(failed)}")

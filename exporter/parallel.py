@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-
 from typing import TYPE_CHECKING
 
 from ..errors import SotopiaLSError
