@@ -86,18 +86,31 @@ class Gateway:
     shown: Callable[[int], dict[str, Any]]
 
 
-def prepare_gateway(study: StudyFile, client: LabelStudio, engine: Engine) -> Gateway:
-    """Read the project's labeling config and copy the shown part of every new task into the
-    gateway's database, each with its k slots."""
+def project_config(study: StudyFile, client: LabelStudio) -> str:
+    """The study project's labeling config, checked against the rating contract."""
     project = find_project(client, study.project)
-    config = check_labeling_config(project.label_config or "")
+    return check_labeling_config(project.label_config or "")
+
+
+def add_new_episodes(study: StudyFile, client: LabelStudio, engine: Engine, config: str) -> int:
+    """Copy the shown part of every task the gateway's database does not hold yet, each with
+    its k slots; how many were new. Running gateways offer them at once: assignment reads the
+    slots from the database."""
     fields = ShownFields.of(config)
     data = project_task_data(client, study.project)
     if not data:
         raise LabelStudioError("the project has no tasks: import episodes first",
                                project=study.project)
-    leases.add_episodes(engine, study.name, {task: fields.shown(d) for task, d in data.items()},
-                        study.raters_per_episode)
+    return leases.add_episodes(engine, study.name,
+                               {task: fields.shown(d) for task, d in data.items()},
+                               study.raters_per_episode)
+
+
+def prepare_gateway(study: StudyFile, client: LabelStudio, engine: Engine) -> Gateway:
+    """Read the project's labeling config and copy every new task into the gateway's
+    database."""
+    config = project_config(study, client)
+    add_new_episodes(study, client, engine, config)
 
     @lru_cache(maxsize=TASK_CACHE)
     def shown(task_id: int) -> dict[str, Any]:

@@ -173,6 +173,34 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
         serve.serve_study(study, client, database=database, host=host, port=port, public=public)
 
 
+@study_command.command("sync")
+@_study_option
+@_database_option
+@server_options
+def sync_command(study_path: Path, database: str | None, url: str | None,
+                 api_key: str | None) -> None:
+    """Offer episodes imported into the project after the gateway started.
+
+    Copies what participants may see of each new task into the gateway's database, with its
+    k slots; gateways already running assign them from the next request on. Episodes the
+    study already has are left as they are.
+
+    Example:
+
+        sotopia-ls import more-episodes/ --project "Pilot study"
+
+        sotopia-ls study sync --study study.json
+    """
+    serve, _, _ = _web_stack()
+    from ..labelstudio.client import connect
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        added = serve.sync_episodes(study, connect(url, api_key), database=database)
+    click.echo(f"study {study.name}: {added} new episode(s), "
+               f"{added * study.raters_per_episode} new rating slot(s)")
+
+
 @study_command.command("status")
 @_study_option
 @_database_option

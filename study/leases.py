@@ -64,7 +64,7 @@ class Assignment:
 
 def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int) -> int:
     """Record the tasks not yet known (their shown data) and give each its k slots; how many
-    were new. Tasks added to the project later get theirs on the next start."""
+    were new."""
     with engine.begin() as conn:
         known = set(conn.execute(select(episodes.c.task_id).where(episodes.c.study == study))
                     .scalars())

@@ -1,4 +1,5 @@
-"""Setting a study up and running its gateway: what ``study init`` and ``study serve`` do."""
+"""Setting a study up and running its gateway: what ``study init``, ``study serve`` and
+``study sync`` do."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..config import check_labeling_config
 from ..errors import StudyError
 from ..labelstudio.client import find_project
 from ..ml_backend import is_loopback
-from .app import create_app, prepare_gateway
+from .app import add_new_episodes, create_app, prepare_gateway, project_config
 from .editor import check_editor, editor_dir
 from .settings import StudyFile, new_study, write_study
 from .store import open_store
@@ -47,6 +48,13 @@ def check_bind(host: str, public: bool) -> None:
             "HTTPS reverse proxy; pass --public to confirm (session cookies are then sent over "
             "HTTPS only), or bind 127.0.0.1"
         )
+
+
+def sync_episodes(study: StudyFile, client: LabelStudio, *, database: str | None = None) -> int:
+    """Give the tasks imported into the study's project since the gateway started their k
+    slots; gateways already running offer them at once. How many were new."""
+    engine = open_store(database or study.database)
+    return add_new_episodes(study, client, engine, project_config(study, client))
 
 
 def _log_config() -> dict:

@@ -22,6 +22,7 @@ from study_support import (
     CODE,
     EDITOR,
     NO_SLOTS,
+    SAMPLE_EPISODES,
     Participant,
     answers,
     check_invariants,
@@ -30,6 +31,7 @@ from study_support import (
 )
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import DIMENSIONS
+from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.app import create_app, prepare_gateway
 from sotopia_ls.study.saving import participant_user, save_all_waiting
@@ -359,6 +361,40 @@ def test_study_status_reports_progress_from_the_gateway_database(study, tmp_path
     assert "active leases:        1" in shown.output
     assert "participants:         2 (1 completed, 0 found no slot, 1 under way)" in shown.output
     assert "2 saved in Label Studio" in shown.output
+
+
+def test_episodes_imported_mid_study_are_offered_once_study_sync_has_run(
+    study, label_studio: LocalServer, tmp_path
+):
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    first = {task.id for task in study.client.tasks.list(project=study.project, include="id")}
+    for seeds in ([10, 11], [12, 13], [14], [15]):  # every slot of the three episodes
+        study.rated(study.participant(), seeds)
+
+    # The researcher imports the rest of the sample episodes into the running study's project.
+    imported = _run(env, "import", *map(str, SAMPLE_EPISODES), "--project", str(study.project))
+    assert imported.exit_code == 0, imported.output
+    too_early = study.participant()
+    too_early.arrive()
+    assert too_early.read_instructions().url.path == "/s/pilot/done"
+
+    synced = _run(env, "study", "sync", "--study", str(tmp_path / "study.json"))
+    new = len(load_episodes(SAMPLE_EPISODES).episodes) - len(first)
+    assert synced.exit_code == 0, synced.output
+    assert f"{new} new episode(s), {2 * new} new rating slot(s)" in synced.output
+    again = _run(env, "study", "sync", "--study", str(tmp_path / "study.json"))
+    assert "0 new episode(s)" in again.output
+
+    newcomer = study.participant()  # the running gateway, not restarted
+    newcomer.begin()
+    with study.engine.connect() as conn:
+        given = conn.execute(select(assignments.c.task_id).where(
+            assignments.c.key == newcomer.boot["assignment"])).scalar_one()
+    assert given not in first
+    assert newcomer.rate(16).status_code == 200
+    check_invariants(study.engine, study.settings)
 
 
 @pytest.mark.parametrize("args, env, says", [
