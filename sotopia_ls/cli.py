@@ -337,13 +337,14 @@ def up_command(
 
 @contextmanager
 def _stopped_by_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop the command as Ctrl-C does, so that what it started is stopped
-    on the way out, not left running on its port."""
+    """SIGTERM, SIGHUP and SIGINT stop the command as Ctrl-C does, so that what it started is
+    stopped on the way out, not left running on its port. SIGINT is set too because a command
+    started in the background by a shell inherits it ignored."""
     def interrupt(number: int, _: object) -> None:
         raise KeyboardInterrupt
 
     previous = {number: signal.signal(number, interrupt)
-                for number in (signal.SIGTERM, signal.SIGHUP)}
+                for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         yield
     finally:

@@ -58,9 +58,11 @@ def local_backend() -> Iterator[str]:
 
 
 def start_up(data_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    """`sotopia-ls up` as a script's background job (`sotopia-ls up &`) starts it: with SIGINT
+    ignored, which the command inherits."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "sotopia_ls", "up", "--port", str(port), "--data-dir",
-         str(data_dir), *extra],
+        ["sh", "-c", 'trap "" INT; exec "$@"', "sh", sys.executable, "-m", "sotopia_ls", "up",
+         "--port", str(port), "--data-dir", str(data_dir), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
