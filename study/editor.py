@@ -21,12 +21,12 @@ import hashlib
 import os
 import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 
 import httpx
 
 from ..errors import StudyError
+from ..folders import replaced_folder
 
 PACKAGE = "@heartexlabs/label-studio"
 VERSION = "1.4.0"
@@ -46,6 +46,7 @@ FILES: dict[str, tuple[str, str]] = {
     "package/build/static/js/main.js.LICENSE.txt":
         ("main.js.LICENSE.txt", "60a9d2e7024fdecbda90d1736c270c16a743dee9876716639591513c3f0350e6"),
 }
+SERVED = frozenset(name for name, _ in FILES.values())
 EDITOR_DIR_ENV = "SOTOPIA_LS_EDITOR_DIR"
 FETCH_COMMAND = "sotopia-ls study fetch-editor"
 
@@ -55,12 +56,9 @@ def editor_dir() -> Path:
     return Path(os.environ.get(EDITOR_DIR_ENV) or Path("var") / "editor" / f"label-studio-{VERSION}")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def _digest(path: Path, algorithm: str) -> bytes:
     with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(file, algorithm).digest()
 
 
 def problems(folder: Path) -> list[str]:
@@ -70,7 +68,7 @@ def problems(folder: Path) -> list[str]:
         path = folder / name
         if not path.is_file():
             found.append(f"{name} is missing")
-        elif _sha256(path) != expected:
+        elif _digest(path, "sha256").hex() != expected:
             found.append(f"{name} differs from {PACKAGE} {VERSION}")
     return found
 
@@ -87,11 +85,7 @@ def check_editor(folder: Path) -> Path:
 
 
 def _integrity(path: Path) -> str:
-    digest = hashlib.sha512()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return "sha512-" + base64.b64encode(digest.digest()).decode("ascii")
+    return "sha512-" + base64.b64encode(_digest(path, "sha512")).decode("ascii")
 
 
 def _download(url: str, target: Path) -> None:
@@ -120,25 +114,21 @@ def fetch_editor(folder: Path | None = None, *, url: str = TARBALL_URL) -> Path:
     """Download, verify and extract the pinned editor into ``folder`` (default ``editor_dir()``).
 
     Does nothing when the folder already holds the right files. The folder is replaced as a
-    whole, so an interrupted run leaves no half-written editor behind.
+    whole, so an interrupted run leaves no half-written editor behind, and a folder holding
+    anything but the editor's files is refused, never emptied.
     """
     folder = folder or editor_dir()
     if not problems(folder):
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{folder.name}-") as work:
-        tarball = Path(work) / "editor.tgz"
+    with replaced_folder(folder, SERVED.__contains__) as staging:
+        tarball = staging / "editor.tgz"
         _download(url, tarball)
         if _integrity(tarball) != INTEGRITY:
             raise StudyError(f"the downloaded {PACKAGE} {VERSION} does not match its pinned "
                              "integrity; nothing was installed")
-        staging = Path(work) / "files"
-        staging.mkdir()
         _extract(tarball, staging)
+        tarball.unlink()
         wrong = problems(staging)
         if wrong:
             raise StudyError(f"{PACKAGE} {VERSION}: {'; '.join(wrong)}; nothing was installed")
-        if folder.exists():
-            shutil.rmtree(folder)
-        staging.rename(folder)
     return folder
