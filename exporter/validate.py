@@ -20,8 +20,6 @@ import pandas as pd
 from pydantic import ValidationError
 
 from ..dimensions import AGENTS, DIMENSION_KEYS
-from ..errors import InvalidInput
-from ..errors import Problem as InputProblem
 from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
 from ..scores import Evaluation
 from .chunks import Region
@@ -459,12 +457,7 @@ def validate_chunk(chunk: bytes | Region, settings: Settings) -> Part:
     if isinstance(chunk, Region):
         chunk = chunk.read()
     part = Part(size=len(chunk))
-    try:
-        tasks = decode_tasks(chunk, settings.origin)
-    except RecursionError:
-        raise InvalidInput([InputProblem(settings.origin, "", "not a Label Studio JSON export: "
-                                         "nested too deeply to read")]) from None
-    for task in tasks:
+    for task in decode_tasks(chunk, settings.origin):
         add_task(part, task, settings)
     part.table = annotation_table(part.rows)
     return part

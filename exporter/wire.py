@@ -75,12 +75,20 @@ _TASK = msgspec.json.Decoder(Task)
 def decode_tasks(chunk: bytes | bytearray, origin: str) -> list[Task]:
     """The tasks of one chunk (a JSON array of tasks)."""
     try:
-        return _TASKS.decode(chunk)
-    except msgspec.ValidationError:
-        return [_task(raw, origin) for raw in _RAW_TASKS.decode(chunk)]
+        return _typed_or_one_by_one(chunk, origin)
     except msgspec.DecodeError as exc:
         reason = f"not a Label Studio JSON export: invalid JSON ({exc})"
         raise InvalidInput([Problem(origin, "", reason)]) from exc
+    except RecursionError:
+        reason = "not a Label Studio JSON export: nested too deeply to read"
+        raise InvalidInput([Problem(origin, "", reason)]) from None
+
+
+def _typed_or_one_by_one(chunk: bytes | bytearray, origin: str) -> list[Task]:
+    try:
+        return _TASKS.decode(chunk)
+    except msgspec.ValidationError:
+        return [_task(raw, origin) for raw in _RAW_TASKS.decode(chunk)]
 
 
 def _task(raw: msgspec.Raw, origin: str) -> Task:
