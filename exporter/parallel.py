@@ -112,7 +112,7 @@ def _table(piece: memoryview | bytes) -> pa.Table:
 def _in_worker(number: int, chunk: bytes | Region) -> tuple[Part, Encoded | None, Spans | None]:
     assert _settings is not None
     part, encoded = process_chunk(chunk, _settings, _encoding)
-    if _slots is None or encoded is None or part.table is None:
+    if _slots is None or encoded is None:
         return part, encoded, None
     spans = _slots.put(number, encoded.pieces | {_TABLE: _arrow(part.table),
                                                  _LONG: _arrow(encoded.long)})

@@ -18,7 +18,7 @@ import html
 import io
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,10 @@ from .comparison import (  # noqa: E402
 )
 from .export import ExportResult, Reading, export_file, export_project  # noqa: E402
 from .sotopia_pi import PI_COLUMNS  # noqa: E402
-from .validate import AUDIT_KINDS, Tally  # noqa: E402
+from .validate import AUDIT_KINDS, Finding, Tally  # noqa: E402
 
 MAX_ANNOTATORS_PLOTTED = 40
-AUDIT_COLUMNS = ["kind", "task_id", "annotation_id", "annotator", "detail"]
+AUDIT_COLUMNS = [field.name for field in fields(Finding)]
 
 
 def model_coverage(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
@@ -494,17 +494,23 @@ def read_reference(path: Path) -> pd.DataFrame:
     return table
 
 
-def _build_and_write(result: ExportResult, out_dir: Path, reference: Path | None,
+def _build_and_write(long: pd.DataFrame, model_scores: pd.DataFrame, tally: Tally,
+                     audit: pd.DataFrame, out_dir: Path, reference: Path | None,
                      bootstrap: int, seed: int, raw_csv: bool) -> Report:
     report = build_report(
-        result.scores_long, result.model_scores, result.tally,
+        long, model_scores, tally,
         read_reference(reference) if reference is not None else None,
-        bootstrap=bootstrap, seed=seed,
-        audit=pd.DataFrame([f.to_dict() for f in result.collection.audit_findings()],
-                           columns=AUDIT_COLUMNS),
+        bootstrap=bootstrap, seed=seed, audit=audit,
     )
     report.write(out_dir, raw_csv=raw_csv)
     return report
+
+
+def _tables(result: ExportResult) -> tuple[pd.DataFrame, pd.DataFrame, Tally, pd.DataFrame]:
+    """What the report reads of an export just made: long scores, model scores, tally, audit."""
+    audit = pd.DataFrame([f.to_dict() for f in result.collection.audit_findings()],
+                         columns=AUDIT_COLUMNS)
+    return result.scores_long, result.model_scores, result.tally, audit
 
 
 def report_project(
@@ -517,7 +523,7 @@ def report_project(
     ``out_dir``."""
     result = export_project(client, project, with_predictions=with_predictions,
                             keep_identities=keep_identities, reading=reading, progress=progress)
-    return _build_and_write(result, out_dir, reference, bootstrap, seed, raw_csv)
+    return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv)
 
 
 def report_file(
@@ -529,7 +535,7 @@ def report_file(
     """The report of a Label Studio JSON export file, written to ``out_dir``."""
     result = export_file(path, identities=identities, keep_identities=keep_identities,
                          reading=reading, progress=progress)
-    return _build_and_write(result, out_dir, reference, bootstrap, seed, raw_csv)
+    return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv)
 
 
 def report_export(
@@ -548,19 +554,18 @@ def report_export(
         except (ValueError, OSError, TypeError) as error:
             raise InvalidInput([Problem(str(path), "", f"cannot read it: {error}")]) from None
 
-    summary = read("summary.json", lambda path: json.loads(path.read_text(encoding="utf-8")))
-    tally = read("summary.json", lambda _: Tally(**{
-        name: summary[name] for name in Tally.__dataclass_fields__ if name in summary}))
+    def tally(path: Path) -> Tally:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        return Tally(**{name: summary[name] for name in Tally.__dataclass_fields__
+                        if name in summary})
+
+    counts = read("summary.json", tally)  # first: it tells an export folder from another
     audit = read("audit.jsonl", lambda path: pd.DataFrame(
         [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()],
         columns=AUDIT_COLUMNS))
-    report = build_report(
+    return _build_and_write(
         read("scores_long.parquet", pd.read_parquet),
         read("model_scores.csv", lambda path: pd.read_csv(
             path, dtype={"episode_id": str, "evaluator": str})),
-        tally,
-        read_reference(reference) if reference is not None else None,
-        bootstrap=bootstrap, seed=seed, audit=audit,
+        counts, audit, out_dir, reference, bootstrap, seed, raw_csv,
     )
-    report.write(out_dir, raw_csv=raw_csv)
-    return report

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-import orjson
 import pandas as pd
 
 from .encode import CHUNK_FILES, Encoded, csv_header, csv_rows, jsonl
@@ -57,12 +55,6 @@ def write_csv(df: pd.DataFrame, path: Path, raw: bool = False) -> None:
 
     path.write_bytes(csv_header(df.columns)
                      + csv_rows(pa.Table.from_pandas(df, preserve_index=False), raw))
-
-
-def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> None:
-    with path.open("wb") as out:
-        for record in records:
-            out.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
 
 
 class Outputs:
@@ -98,9 +90,9 @@ class Outputs:
             self._files["episodes.jsonl"].write(jsonl(episode_records(rows, records)))
         self._stack.close()
         write_csv(model_scores, self.folder / "model_scores.csv", self.raw_csv)
-        write_jsonl((error.to_dict() for error in collection.errors), self.folder / "errors.jsonl")
-        write_jsonl((finding.to_dict() for finding in collection.audit_findings()),
-                    self.folder / "audit.jsonl")
+        (self.folder / "errors.jsonl").write_bytes(jsonl(e.to_dict() for e in collection.errors))
+        (self.folder / "audit.jsonl").write_bytes(
+            jsonl(finding.to_dict() for finding in collection.audit_findings()))
         tally = collection.tally
         summary = asdict(tally) | {"balanced": tally.balanced, "audit": collection.audit(),
                                    "episodes_in_several_tasks": collection.several_tasks()}
