@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..episode import Episode, Profile, Source, Turn
 from .actions import parse_action, split_speaker
 from .context import agent_of, is_unknown_goal
-from .records import RecordError, build_episode, readable, validate
+from .records import RecordError, build_episode, readable, unreadable_json, validate
 
 FORMAT = "otree-csv"
 SHOWN_FIELDS = ("names", "personal_info", "social_goal", "parsed_conversation")
@@ -61,10 +61,8 @@ class OTreeCsvRow(BaseModel):
             raise ValueError(
                 f"not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
             ) from None
-        except RecursionError:
-            raise ValueError("not valid JSON (nested too deeply to read)") from None
-        except ValueError as error:  # a number of thousands of digits
-            raise ValueError(f"not valid JSON ({str(error).split(':')[0]})") from None
+        except (RecursionError, ValueError) as error:
+            raise ValueError(f"not valid JSON ({unreadable_json(error)})") from None
 
 
 def parse_otree_csv_row(record: Mapping[str, Any], file: str = "", label: str = "") -> Episode:

@@ -53,6 +53,14 @@ class RecordError(ValueError):
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
+def unreadable_json(error: RecursionError | ValueError) -> str:
+    """Why the standard library refuses JSON that is well formed: nested thousands of levels
+    deep, or a number of thousands of digits."""
+    if isinstance(error, RecursionError):
+        return "nested too deeply to read"
+    return str(error).split(":")[0]
+
+
 def readable(error: ValidationError) -> RecordError:
     """A pydantic error as ``field: message`` text, every failing field in one reason."""
     details = error.errors(include_url=False)

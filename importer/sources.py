@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from .records import RecordError
+from .records import RecordError, unreadable_json
 
 Raw = tuple[str, Mapping[str, Any] | RecordError]
 
@@ -134,11 +134,7 @@ def _json_type(value: Any) -> str:
 
 
 def _unreadable_json(error: RecursionError | ValueError) -> RecordError:
-    """JSON the standard library refuses although it is well formed: nested thousands of
-    levels deep, or a number of thousands of digits."""
-    if isinstance(error, RecursionError):
-        return RecordError("invalid JSON: nested too deeply to read")
-    return RecordError(f"invalid JSON: {str(error).split(':')[0]}")
+    return RecordError(f"invalid JSON: {unreadable_json(error)}")
 
 
 def _invalid_json(error: json.JSONDecodeError, line: int | None = None) -> RecordError:
