@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import StudyError, keep_secret
+from ..folders import write_file
 
 STUDY_FILE = Path("study.json")
 SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"
@@ -116,5 +117,4 @@ def write_study(study: StudyFile, path: Path, *, overwrite: bool = False) -> Pat
     if path.exists() and not overwrite:
         raise StudyError(f"{path} exists; pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(study.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_file(path, study.model_dump_json(indent=2) + "\n")

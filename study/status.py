@@ -24,7 +24,7 @@ class StudyStatus:
     visits_no_slots: int
     visits_under_way: int
     saved: int         # ratings in Label Studio
-    unsaved: int       # recorded here, waiting to be saved (retried every 30 s)
+    unsaved: int       # recorded here, waiting to be saved (retried every saving.SWEEP_SECONDS)
     surplus: int       # submitted after the lease expired and every slot was taken: kept here
     late: int          # submitted after the lease expired (saved or surplus)
     median_seconds: float | None
