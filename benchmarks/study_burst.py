@@ -87,16 +87,19 @@ def _prolific_id() -> str:
 
 
 async def _participant(http: httpx.AsyncClient, name: str, delay: float,
-                       answers: list[list[dict[str, Any]]], figures: Figures) -> None:
+                       answers: list[list[dict[str, Any]]], figures: Figures,
+                       rng: random.Random) -> None:
     await asyncio.sleep(delay)
     try:
-        await _journey(http, name, answers, figures)
+        await _journey(http, name, answers, figures, rng)
     except (httpx.HTTPError, AssertionError, ValueError, KeyError) as error:
         figures.errors.append(f"{type(error).__name__}: {error}"[:200])
 
 
 async def _journey(http: httpx.AsyncClient, name: str, answers: list[list[dict[str, Any]]],
-                   figures: Figures) -> None:
+                   figures: Figures, rng: random.Random) -> None:
+    """One participant's whole way; ``rng`` (the participant's own, so that the seed decides
+    the answers whatever order the requests interleave in) picks each rating."""
     arrived = await http.get(f"/s/{name}", follow_redirects=True, params={
         "PROLIFIC_PID": _prolific_id(), "STUDY_ID": "b" * 24, "SESSION_ID": _prolific_id()})
     _ok(arrived)
@@ -119,7 +122,7 @@ async def _journey(http: httpx.AsyncClient, name: str, answers: list[list[dict[s
         started = time.perf_counter()
         sent = await http.post(f"/s/{name}/submit", headers={"X-CSRF-Token": boot["csrf"]},
                                json={"assignment": boot["assignment"],
-                                     "results": random.choice(answers)})
+                                     "results": rng.choice(answers)})
         _ok(sent)
         figures.submit_ms.append((time.perf_counter() - started) * 1000)
 
@@ -139,7 +142,8 @@ async def _burst(urls: list[str], name: str, participants: int, window: float,
                for n in range(participants)]
     try:
         await asyncio.gather(*(
-            _participant(client, name, rng.uniform(0, window), answers, figures)
+            _participant(client, name, rng.uniform(0, window), answers, figures,
+                         random.Random(rng.random()))
             for client in clients
         ))
     finally:
