@@ -8,13 +8,13 @@ that would do nothing in the combination given is refused, not ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -73,18 +73,6 @@ def _model_names(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{pair!r} is not TAG=LABEL", param_hint="--model-name")
         names[tag] = label
     return names
-
-
-@contextmanager
-def _exporter_failures() -> Iterator[None]:
-    """The export extra's absence as a fix; every other failure as one line."""
-    try:
-        with failures_as_messages():
-            yield
-    except ImportError as error:
-        raise click.ClickException(
-            f"{error}; install the export dependencies: pip install 'sotopia-label-studio[export]'"
-        ) from error
 
 
 def _check_source(project: str | None, from_file: Path | None, with_predictions: bool,
@@ -165,11 +153,12 @@ def export_command(
 
         sotopia-ls export --from-file project-1-export.json -o results/
     """
+    require_extra("export")
     _check_source(project, from_file, with_predictions)
     if overlap is not None and from_file is None:
         raise click.UsageError("--overlap is for --from-file; a live project's is read from it")
     names = _model_names(model_names)
-    with _exporter_failures():
+    with failures_as_messages():
         if from_file is not None:
             result = export_file(
                 from_file, output, identities=_identities(url, api_key), model_names=names,
@@ -227,6 +216,7 @@ def report_command(
 
         sotopia-ls report --from-file export.json --reference gold/scores_long.csv -o report/
     """
+    require_extra("export")
     from .report import report_export, report_file, report_project
 
     _check_source(project, from_file, with_predictions, from_export)
@@ -234,7 +224,7 @@ def report_command(
         raise click.UsageError("--keep-identities does nothing with --from-export: the report "
                                "keeps the names the export gave")
     settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv}
-    with _exporter_failures():
+    with failures_as_messages():
         if from_export is not None:
             report = report_export(from_export, output, **settings)
         elif from_file is not None:

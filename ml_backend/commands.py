@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from importlib.metadata import distribution, distributions
+from importlib.metadata import distributions
 from pathlib import Path
 
 import click
@@ -22,10 +22,10 @@ from packaging.requirements import Requirement
 
 from ..labelstudio.client import connect, find_project, register_backend, request_predictions, set_prefill
 from ..errors import SotopiaLSError, keep_secret
+from ..extras import DISTRIBUTION, requirements
 from ..options import server_options
 from . import AUTH_ENV, PROVIDERS, is_loopback, open_host_refusal
 
-DISTRIBUTION = "sotopia-label-studio"
 # label-studio-ml 1.0.9, the last release of the 1.x API the backend is written for, declares
 # Flask==1.1.2, Werkzeug==2.0.2, Jinja2==3.0.3 and itsdangerous==2.0.1, all with published
 # security fixes since. The backend uses none of its Flask code (see _wsgi.py), only the model
@@ -41,13 +41,7 @@ DEFAULT_TITLE = "sotopia-ls"
 
 def ml_requirements() -> list[str]:
     """The ``ml`` extra of the installed package: the backend's pinned requirements."""
-    found = []
-    for line in distribution(DISTRIBUTION).requires or []:
-        requirement = Requirement(line)
-        if requirement.marker is not None and requirement.marker.evaluate({"extra": "ml"}):
-            requirement.marker = None
-            found.append(str(requirement))
-    return found
+    return [str(requirement) for requirement in requirements("ml")]
 
 
 def package_source() -> list[str]:

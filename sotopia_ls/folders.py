@@ -115,8 +115,11 @@ def write_file(path: Path, text: str) -> Path:
             out.write(text)
         os.chmod(partial, 0o644 & ~_umask())
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as error:
         Path(partial).unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename is None:
+            # A failed write (a full disk) names no file: the file meant is ``path``.
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     return path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +36,11 @@ def failures_as_messages() -> Iterator[None]:
         yield
     except SotopiaLSError as error:
         raise click.ClickException(str(error)) from error
+    except shutil.Error as error:
+        # A copy of many files (shutil.copytree) fails with every file's reason in one list.
+        failures = error.args[0] if isinstance(error.args[0], list) else [("", "", error)]
+        more = f" (and {len(failures) - 1} more file(s))" if len(failures) > 1 else ""
+        raise click.ClickException(f"cannot copy: {failures[0][2]}{more}") from error
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
         raise click.ClickException(f"{where}{error.strerror or error}") from error

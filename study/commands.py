@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..errors import redacted
+from ..extras import require_extra
 from ..options import failures_as_messages, server_options
 from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
 from .settings import (
@@ -24,15 +25,12 @@ from .settings import (
     read_study,
 )
 
-EXTRA_HINT = "install the study extra: pip install 'sotopia-label-studio[study]'"
-
 
 def _web_stack() -> Any:
-    """The modules that need the study extra, or a one-line fix."""
-    try:
-        from . import serve, status, store
-    except ImportError as error:
-        raise click.ClickException(f"{error.name} is missing: {EXTRA_HINT}") from None
+    """The modules that need the study extra, or one line naming the install command."""
+    require_extra("study")
+    from . import serve, status, store
+
     return serve, status, store
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from click.testing import CliRunner
 from conftest import results_of
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
-from sotopia_ls.samples import DUMP, EPISODELOG, HUMAN_EVAL, OTREE_EPISODES
+from sotopia_ls.samples import DUMP, EPISODELOG, HUMAN_EVAL, OTREE_EPISODES, SAMPLES
 
 OTREE = next(OTREE_EPISODES.rglob("*.json"))
 DEEP = "[" * 200_000
@@ -65,9 +66,32 @@ def empty_folder(folder: Path) -> list[str]:
     return ["episodes"]
 
 
-def fifo(folder: Path) -> list[str]:
-    os.mkfifo(folder / "pipe.json")
-    return ["pipe.json"]
+def fifo(name: str = "pipe.json") -> Callable[[Path], list[str]]:
+    """A named pipe, made in the case's folder: nothing should ever open it."""
+    def make(folder: Path) -> list[str]:
+        os.mkfifo(folder / name)
+        return [name]
+    return make
+
+
+def unix_socket(folder: Path) -> list[str]:
+    """A special file that is neither a pipe nor a regular file: a Unix socket's name."""
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("socket.json")  # relative: the case runs in its folder, and the name is short
+    return ["socket.json"]
+
+
+def in_the_way(make: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
+    """``make``'s file made where the command will write, not handed to it as an input."""
+    def prepare(folder: Path) -> list[str]:
+        make(folder)
+        return []
+    return prepare
+
+
+# A folder name the file system refuses (ENAMETOOLONG): the system, not the command, says no,
+# as it would under /proc, without pointing a command at a system path.
+TOO_LONG = "x" * 300
 
 
 def symlink_loop(folder: Path) -> list[str]:
@@ -138,9 +162,8 @@ IMPORT_CASES = [
          "input.jsonl: empty: holds no record"),
     Case("empty .csv", text("", "input.csv"), dry_run, "input.csv [row 2]: cannot read the CSV"),
     Case("empty folder", empty_folder, dry_run, "episodes: holds no .json, .jsonl, .ndjson, .csv"),
-    Case("/dev/null", lambda folder: ["/dev/null"], dry_run,
-         "/dev/null: not a regular file or folder"),
-    Case("a named pipe", fifo, dry_run, "pipe.json: not a regular file or folder"),
+    Case("a Unix socket", unix_socket, dry_run, "socket.json: not a regular file or folder"),
+    Case("a named pipe", fifo(), dry_run, "pipe.json: not a regular file or folder"),
     Case("a symbolic link loop", symlink_loop, dry_run,
          "loop.json: a symbolic link that leads nowhere or in a loop"),
     Case("a list of numbers", record([1, 2]), dry_run, "[item 0]: expected a JSON object, got a number"),
@@ -185,12 +208,12 @@ IMPORT_CASES = [
     Case("output under a file", a_file,
          with_fixture("import", "{sample}", "--dry-run", "-o", "occupied/tasks.json"),
          "occupied is a file, not a folder"),
-    Case("output onto a device", lambda folder: [],
-         with_fixture("import", "{sample}", "--dry-run", "-o", "/dev/full"),
-         "/dev/full is not a regular file"),
-    Case("output under /proc", lambda folder: [],
-         with_fixture("import", "{sample}", "--dry-run", "-o", "/proc/sotopia/tasks.json"),
-         "/proc/sotopia"),
+    Case("output onto a named pipe", in_the_way(fifo()),
+         with_fixture("import", "{sample}", "--dry-run", "-o", "pipe.json"),
+         "pipe.json is not a regular file"),
+    Case("output under a name too long", lambda folder: [],
+         with_fixture("import", "{sample}", "--dry-run", "-o", f"{TOO_LONG}/tasks.json"),
+         "File name too long"),
     Case("rejects under a file", lambda folder: a_file(folder) + text("{}")(folder),
          lambda p: ["import", str(EPISODELOG), *p, "--skip-invalid", "--rejects",
                     "occupied/rejects.jsonl", "--dry-run", "-o", "tasks.json"],
@@ -214,10 +237,11 @@ EXPORT_CASES = [
          export_to("out"), "input.json: not a Label Studio JSON export: invalid JSON"),
     Case("output under a file", lambda folder: a_file(folder) + record(VALID_TASKS)(folder),
          export_to("occupied/out"), "occupied is a file, not a folder"),
-    Case("output onto a device", record(VALID_TASKS), export_to("/dev/full"),
-         "/dev/full is a file, not a folder"),
-    Case("output under /proc", record(VALID_TASKS), export_to("/proc/sotopia-out"),
-         "/proc"),
+    Case("output onto a named pipe",
+         lambda folder: record(VALID_TASKS)(folder) + in_the_way(fifo("pipe"))(folder),
+         export_to("pipe"), "pipe is a file, not a folder"),
+    Case("output under a name too long", record(VALID_TASKS), export_to(f"{TOO_LONG}/out"),
+         "File name too long"),
     Case("output into a folder of someone else's files",
          lambda folder: record(VALID_TASKS)(folder) + text("mine", "notes.md")(folder),
          lambda p: export_to(".")(p[:1]),
@@ -269,12 +293,12 @@ OTHER_CASES = [
          "Not a directory"),
     Case("config output under a file", a_file,
          lambda p: ["config", "-o", "occupied/config.xml"], "occupied is a file, not a folder"),
-    Case("config output onto a device", lambda folder: [],
-         lambda p: ["config", "-o", "/dev/full"], "/dev/full is not a regular file"),
+    Case("config output onto a named pipe", in_the_way(fifo()),
+         lambda p: ["config", "-o", "pipe.json"], "pipe.json is not a regular file"),
     Case("samples into someone else's folder", lambda folder: text("mine", "notes.md")(folder),
          lambda p: ["samples", "."], "holds files this command does not write (notes.md)"),
-    Case("samples under /proc", lambda folder: [], lambda p: ["samples", "/proc/sotopia"],
-         "/proc"),
+    Case("samples under a name too long", lambda folder: [],
+         lambda p: ["samples", f"{TOO_LONG}/samples"], "File name too long"),
 ]
 
 CASES = [
@@ -304,6 +328,18 @@ def test_a_bad_input_is_one_line_a_non_zero_exit_and_nothing_written(
     assert case.message in result.output, result.output
     assert "Traceback" not in result.output
     assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_case_points_its_command_at_its_own_folder_and_the_shipped_samples_only(
+    case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile to the command, harmless to the machine: no system path (a device, /proc) is
+    read or written; the pipes, sockets and files in the way are made in the case's folder."""
+    monkeypatch.chdir(tmp_path)
+    for argument in case.command(case.prepare(tmp_path)):
+        where = (tmp_path / argument).resolve()  # an absolute argument stays as it is
+        assert where.is_relative_to(tmp_path.resolve()) or where.is_relative_to(SAMPLES), argument
 
 
 @dataclass(frozen=True)
@@ -410,3 +446,41 @@ def test_a_bad_rubric_file_is_one_line(tmp_path: Path, rubric: str | None, messa
                           env={**os.environ, "SOTOPIA_LS_RUBRIC": str(path)})
     assert done.returncode == 1 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "x.xml").exists()
+
+
+# A full disk, made without one: the command runs with a file size limit (RLIMIT_FSIZE), so its
+# writes past LIMIT bytes fail (EFBIG, "File too large") as they would fail with ENOSPC. The
+# limit is set in a new interpreter, never in the one running the tests.
+LIMIT = 1000
+LIMITED = ("import resource, signal, sys\n"
+           "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill\n"
+           f"resource.setrlimit(resource.RLIMIT_FSIZE, ({LIMIT}, {LIMIT}))\n"
+           "sys.argv[0] = 'sotopia-ls'\n"
+           "from sotopia_ls.__main__ import run\n"
+           "run()\n")
+FULL_DISK = {
+    "import": (["import", str(EPISODELOG), "--dry-run", "-o", "tasks.json"], "tasks.json: "),
+    "config": (["config", "-o", "labeling_config.xml"], "labeling_config.xml: "),
+    "export": (["export", "--from-file", "export.json", "-o", "out"], ""),
+    "report": (["report", "--from-file", "export.json", "-o", "report", "--bootstrap", "0"], ""),
+    "samples": (["samples", "samples"], "cannot copy: "),
+}
+
+
+@pytest.mark.parametrize("command", FULL_DISK)
+def test_a_write_the_disk_refuses_midway_is_one_line_and_leaves_nothing(
+    command: str, tmp_path: Path
+) -> None:
+    args, names = FULL_DISK[command]
+    (tmp_path / "export.json").write_text(json.dumps(VALID_TASKS))
+    before = listing(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED, *args], cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LABEL_STUDIO_URL": ""},
+        timeout=300,
+    )
+    error = done.stderr.splitlines()[-1]
+    assert done.returncode == 1 and error.startswith("Error: "), done.stderr
+    assert names in error and "File too large" in error, error
+    assert "Traceback" not in done.stderr and len(error) < 500, error
+    assert listing(tmp_path) == before

@@ -1,0 +1,118 @@
+"""A researcher runs a command in an install that lacks one of its optional libraries: one line
+says which extra to install, never a traceback; and every install the README names runs
+`export` and `report`.
+
+A missing library is made by hiding it from a fresh interpreter (``sys.modules[name] = None``,
+which makes importing it fail as if it were not installed): nothing is uninstalled from the
+shared environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sotopia_ls.extras import extra_modules
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+EXTRAS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))[
+    "project"]["optional-dependencies"]
+OPTIONAL = sorted({name for extra in ("server", "export", "study")
+                   for name in extra_modules(extra)})
+EXPORT = '[{"id": 1, "data": {"episode_id": "e1"}, "annotations": []}]'
+
+
+RUN = "sys.argv[0] = 'sotopia-ls'\nfrom sotopia_ls.__main__ import run\nrun()\n"
+# Every command's --help, in one interpreter.
+EVERY_HELP = """
+from click.testing import CliRunner
+from sotopia_ls.cli import main
+
+def calls(group, words):
+    for name, command in group.commands.items():
+        yield [*words, name]
+        if hasattr(command, "commands"):
+            yield from calls(command, [*words, name])
+
+for words in [[], *calls(main, [])]:
+    result = CliRunner().invoke(main, [*words, "--help"])
+    print(" ".join(words) or "sotopia-ls", result.exit_code, result.output.startswith("Usage:"))
+"""
+
+
+def without(hidden: list[str], program: str, *args: str,
+            cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``program`` (by default: ``sotopia-ls ARGS``) in a new interpreter where the modules
+    ``hidden`` cannot be imported."""
+    hide = f"import sys\nfor name in {hidden!r}:\n    sys.modules[name] = None\n"
+    return subprocess.run(
+        [sys.executable, "-c", hide + program, *args], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, "LABEL_STUDIO_URL": "", "LABEL_STUDIO_API_KEY": ""}, timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "hidden", "extra"),
+    [
+        (["report", "--from-file", "export.json", "-o", "report"], "matplotlib", "export"),
+        (["report", "--from-export", ".", "-o", "report"], "krippendorff", "export"),
+        (["export", "--from-file", "export.json", "-o", "out"], "pyarrow", "export"),
+        (["study", "status"], "sqlalchemy", "study"),
+        (["study", "serve"], "uvicorn", "study"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else value,
+)
+def test_a_missing_optional_library_is_one_line_naming_the_install_command(
+    args: list[str], hidden: str, extra: str, tmp_path: Path
+) -> None:
+    (tmp_path / "export.json").write_text(EXPORT)
+    done = without([hidden], RUN, *args, cwd=tmp_path)
+    command = " ".join(["sotopia-ls", *args[:2]] if args[0] == "study" else ["sotopia-ls", args[0]])
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"Error: {command} needs the {extra} extra ({hidden} not installed): "
+                           f"pip install 'sotopia-label-studio[{extra}]'\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["export.json"]
+
+
+def test_every_command_starts_and_explains_itself_without_any_optional_library(
+    tmp_path: Path,
+) -> None:
+    """Only the commands that need an extra import it, and only when they run."""
+    done = without(OPTIONAL, EVERY_HELP, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answers = [line.rsplit(" ", 2) for line in done.stdout.splitlines()]
+    failed = [command for command, code, usage in answers if (code, usage) != ("0", "True")]
+    assert len(answers) > 10 and not failed, done.stdout
+
+
+def installs(extra: str) -> set[str]:
+    """What ``pip install '.[extra]'`` installs of the extras' requirements, as pyproject.toml
+    declares them (an extra of this package named in another followed)."""
+    found: set[str] = set()
+    for line in EXTRAS[extra]:
+        included = re.fullmatch(r"sotopia-label-studio\[(.+)\]", line)
+        found |= (set().union(*(installs(name) for name in included[1].split(",")))
+                  if included else {line})
+    return found
+
+
+def named_installs() -> set[str]:
+    """The extras of every install the README and the two scripts name."""
+    scripts = "".join((REPO / "scripts" / name).read_text() for name in ("demo", "test"))
+    named = re.findall(r"pip install [^`\n]*\[([a-z,]+)\]", README)
+    named += re.findall(r"scripts/setup ([a-z]+)", README + scripts)
+    return {extra for names in named for extra in names.split(",")}
+
+
+def test_every_install_the_readme_names_runs_export_and_report() -> None:
+    named = named_installs()
+    assert {"server", "study", "test"} <= named, named
+    for extra in named:
+        assert installs("export") <= installs(extra), f"{extra} lacks the export extra"
