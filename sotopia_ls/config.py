@@ -29,9 +29,10 @@ from .errors import InvalidLabelingConfig
 from .folders import write_file
 from .labelstudio.tasks import DIALOGUE, agent_field
 
+# The config's file name; the repository's top level holds it, generated from the rubric and
+# kept current by a test, for reading and for pasting into Label Studio by hand. The package
+# itself ships only the rubric: it generates the config wherever it is needed.
 LABELING_CONFIG_FILE = "labeling_config.xml"
-# The generated config as shipped, for pasting into Label Studio by hand; a test keeps it current.
-PACKAGED_CONFIG = Path(__file__).resolve().with_name(LABELING_CONFIG_FILE)
 
 # Label Studio binds every Choice without a `hotkey` to the next free key of
 # "1234567890qwe…", so the first 33 radio buttons of the form would answer to single

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
+from pathlib import Path
 
 import jsonschema
 import pytest
+from click.testing import CliRunner
 from label_studio_sdk.label_interface import LabelInterface
 
+from sotopia_ls.cli import main
 from sotopia_ls.config import (
     LABELING_CONFIG_FILE,
-    PACKAGED_CONFIG,
     instructions_html,
     labeling_config,
     labeling_config_is_current,
@@ -23,6 +26,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC, rating_name, reaso
 from sotopia_ls.errors import InvalidLabelingConfig
 
 RATINGS = [(d, agent) for agent in AGENTS for d in DIMENSIONS]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +95,19 @@ def test_rubric_text_survives_xml_escaping_exactly():
             assert example.assessment in headers
 
 
-def test_the_checked_in_config_is_what_the_rubric_generates():
-    assert labeling_config_is_current(PACKAGED_CONFIG), (
-        f"{PACKAGED_CONFIG} is stale: regenerate it with "
-        "`sotopia-ls config -o sotopia_ls/labeling_config.xml`"
+def test_the_repository_shows_the_config_the_rubric_generates_at_its_top_level(monkeypatch):
+    """A reader of the repository finds the labeling config beside the README, current, and
+    `sotopia-ls config --check` run there says so; it is the one copy checked in."""
+    assert labeling_config_is_current(REPO / LABELING_CONFIG_FILE), (
+        f"{REPO / LABELING_CONFIG_FILE} is stale: regenerate it with `sotopia-ls config` in "
+        "the repository's folder"
     )
+    monkeypatch.chdir(REPO)
+    checked = CliRunner().invoke(main, ["config", "--check"])
+    assert checked.exit_code == 0 and "labeling_config.xml is up to date" in checked.output
+    tracked = subprocess.run(["git", "ls-files", f"*{LABELING_CONFIG_FILE}"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked == [LABELING_CONFIG_FILE]
 
 
 def test_a_stale_file_is_detected_and_rewritten(tmp_path):
