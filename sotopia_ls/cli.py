@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -258,10 +260,11 @@ def check_command(url: str | None, api_key: str | None, project: str, repair: bo
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--data-dir", type=click.Path(file_okay=False, path_type=Path),
-    default=Path("var") / "label-studio", show_default=True,
-    envvar="SOTOPIA_LS_DATA_DIR", show_envvar=True,
+    default=server.DEFAULT_DATA_DIR, show_default=True,
+    envvar=server.DATA_DIR_ENV, show_envvar=True,
     help="Label Studio's SQLite database, files and the demo login; kept between runs, "
-    "private to you. Relative to the current folder.",
+    "private to you. Relative to the current folder. While up runs, commands started in the "
+    "current folder use this server and its key when given no --url and --api-key.",
 )
 @click.option("--host", default=server.DEFAULT_HOST, show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
@@ -307,7 +310,7 @@ def up_command(
                                "private network")
     paths = paths or samples.DEMO
     with failures_as_messages():
-        credentials = server.Credentials.load_or_create(data_dir / "credentials.json")
+        credentials = server.Credentials.load_or_create(data_dir / server.CREDENTIALS_FILE)
         result = load_episodes(paths)
         _echo_load(result)
         result.raise_on_problems()
@@ -316,16 +319,19 @@ def up_command(
             running = server.start(data_dir, credentials, host=host, port=port,
                                    allow_local_ml_backends=allow_local_backends,
                                    task_lock_minutes=task_lock_minutes)
-            with running:
+            with running, server.announced(data_dir, running.url):
                 client = connect(running.url, credentials.api_key)
                 target, _, report = import_episodes(client, result.episodes, title=title)
                 _echo_push(report, running.url)
+                command = _sotopia_ls()
                 click.echo(
                     f"\nLabel Studio is ready: {running.url}\n"
-                    f"  login:    {credentials.username}\n"
+                    f"  login:    {credentials.username} (the owner, Label Studio's admin)\n"
                     f"  password: {credentials.password}\n"
-                    f"  (kept in {data_dir / 'credentials.json'}, with the API key)\n"
-                    f"  colleagues: sotopia-ls annotators --project {target.id}"
+                    f"  (kept in {data_dir / server.CREDENTIALS_FILE}, with the API key)\n"
+                    f"  commands run in this folder use this server and key while it runs:\n"
+                    f"    {command} export --project {target.id} -o results/\n"
+                    f"  colleagues: {command} annotators --project {target.id}"
                 )
                 if serve:
                     click.echo("Press Ctrl-C to stop.")
@@ -333,6 +339,15 @@ def up_command(
                         running.process.wait()
                     except KeyboardInterrupt:
                         click.echo("stopping…")
+
+
+def _sotopia_ls() -> str:
+    """How this shell calls the command: its name when on PATH, else its path (scripts/demo
+    installs it into .venv/bin, which a shell has on PATH only once activated)."""
+    beside = Path(sys.executable).parent / "sotopia-ls"
+    if shutil.which("sotopia-ls") or not beside.exists():
+        return "sotopia-ls"
+    return os.path.relpath(beside) if beside.is_relative_to(Path.cwd()) else str(beside)
 
 
 @contextmanager

@@ -66,6 +66,15 @@ def test_readme_gives_the_two_commands_ci_runs():
     assert "scripts/demo" in README and "scripts/test" in README
 
 
+# What a newcomer needs right after `scripts/demo`, said beside it: who the login is, how to
+# call the command the demo installed, and where the key is.
+@pytest.mark.parametrize("point", ["owner@example.com", ".venv/bin/sotopia-ls",
+                                   "source .venv/bin/activate",
+                                   "var/label-studio/credentials.json"])
+def test_readme_tells_a_newcomer_what_follows_the_demo(point):
+    assert point in readme_section("Two commands")
+
+
 def test_ci_runs_the_tests_in_a_fresh_clone_alone_in_an_empty_folder():
     ci = (REPO / ".ci" / "run").read_text()
     assert "mktemp -d" in ci and "git clone" in ci

@@ -57,9 +57,10 @@ def local_backend() -> Iterator[str]:
     stub.shutdown()
 
 
-def start_up(data_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+def start_up(data_dir: Path, port: int, *extra: str,
+             printed: list[str] | None = None) -> subprocess.Popen[str]:
     """`sotopia-ls up` as a script's background job (`sotopia-ls up &`) starts it: with SIGINT
-    ignored, which the command inherits."""
+    ignored, which the command inherits. What it prints until it is ready goes to ``printed``."""
     process = subprocess.Popen(
         ["sh", "-c", 'trap "" INT; exec "$@"', "sh", sys.executable, "-m", "sotopia_ls", "up",
          "--port", str(port), "--data-dir", str(data_dir), *extra],
@@ -69,6 +70,8 @@ def start_up(data_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
     deadline = time.monotonic() + 300
     assert process.stdout is not None
     for line in process.stdout:
+        if printed is not None:
+            printed.append(line)
         if "Press Ctrl-C to stop." in line or time.monotonic() > deadline:
             break
     assert process.poll() is None, "up exited before it was ready"
@@ -105,6 +108,52 @@ def test_every_stop_signal_stops_label_studio_too(number, tmp_path_factory, loca
         if process.poll() is None:
             process.kill()
     assert port_freed(port), f"Label Studio still listens on {port} after {number!r}"
+
+
+def test_a_fresh_demo_is_owned_by_its_owner_and_an_earlier_demo_keeps_its_login(tmp_path):
+    fresh = Credentials.load_or_create(tmp_path / "fresh" / "credentials.json")
+    assert fresh.username == "owner@example.com"
+    earlier = tmp_path / "earlier" / "credentials.json"
+    earlier.parent.mkdir()
+    login = {"username": "annotator@example.com", "password": "p", "api_key": "k"}
+    earlier.write_text(json.dumps(login))
+    assert Credentials.load_or_create(earlier) == Credentials(**login)
+    assert json.loads(earlier.read_text()) == login
+
+
+def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(
+    tmp_path_factory, tmp_path
+):
+    """After scripts/demo, a newcomer runs a command with no --url or --api-key: it uses the
+    demo's server and the owner's key, saying where they came from; once the demo stops, it
+    asks for them again."""
+    data_dir = tmp_path_factory.getbasetemp() / "up-data"
+    port = free_port()
+    printed: list[str] = []
+    process = start_up(data_dir, port, printed=printed)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")},
+           "SOTOPIA_LS_DATA_DIR": str(data_dir)}
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sotopia_ls", "check", "--project",
+                               "Sotopia human evaluation (demo)", "--no-repair"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    try:
+        used = check()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    assert "  login:    owner@example.com (the owner, Label Studio's admin)\n" in printed
+    assert any(line.strip().endswith("sotopia-ls export --project 1 -o results/")
+               for line in printed), printed
+    assert used.returncode == 0, used.stderr
+    assert "every episode is in exactly one task" in used.stdout
+    assert used.stderr == (f"no --url or --api-key given: using the demo's Label Studio at "
+                           f"http://127.0.0.1:{port} and the key in "
+                           f"{data_dir / 'credentials.json'}\n")
+    stopped = check()
+    assert stopped.returncode == 1 and "no Label Studio URL" in stopped.stderr
 
 
 def test_a_public_host_cannot_open_label_studio_to_private_backends(tmp_path):

@@ -8,6 +8,7 @@ passed to the SDK and nowhere else: it is never part of a message.
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from urllib.parse import quote
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from ..errors import (
     keep_secret,
     redacted,
 )
+from .server import demo_login
 from .tasks import EPISODE_ID
 
 # Enough tasks per page that listing a 10,000-task project takes a handful of requests.
@@ -71,7 +73,13 @@ def _detail(body: object) -> str:
 
 def connect(url: str | None, api_key: str | None) -> LabelStudio:
     """A client for ``url``; both values are required and checked with one cheap call. The
-    key is kept out of every message from here on (``errors.redacted``)."""
+    key is kept out of every message from here on (``errors.redacted``). Given neither, the
+    demo ``sotopia-ls up`` serves from the current folder is used, and stderr says so."""
+    demo = demo_login() if not url and not api_key else None
+    if demo is not None:
+        url, api_key = demo.url, demo.api_key
+        sys.stderr.write(f"no --url or --api-key given: using the demo's Label Studio at {url} "
+                         f"and the key in {demo.credentials_file}\n")
     if not url:
         raise LabelStudioError("no Label Studio URL: pass --url or set LABEL_STUDIO_URL")
     if not api_key:

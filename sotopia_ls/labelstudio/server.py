@@ -1,7 +1,9 @@
 """Start a local Label Studio server (SQLite, loopback only) for the demo and the tests.
 
 The first start of a fresh data directory creates the admin user and, with
-``--enable-legacy-api-token``, the API token given here; later starts reuse both.
+``--enable-legacy-api-token``, the API token given here; later starts reuse both. While
+``sotopia-ls up`` serves the demo, its data folder also holds the server's address, so that
+commands run in the same folder find the demo's address and key themselves (``demo_login``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,24 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from ..errors import LabelStudioError
+from ..folders import write_file
 
 DEFAULT_HOST = "127.0.0.1"
+# The demo's data folder, relative to the current folder, unless the environment names another.
+DEFAULT_DATA_DIR = Path("var") / "label-studio"
+DATA_DIR_ENV = "SOTOPIA_LS_DATA_DIR"
+CREDENTIALS_FILE = "credentials.json"
+ADDRESS_FILE = "address.json"
+# The demo's first user owns the organization and its projects: Label Studio's admin.
+DEMO_OWNER = "owner@example.com"
 
 
 @dataclass(frozen=True)
@@ -32,19 +44,24 @@ class Credentials:
     api_key: str = field(repr=False)
 
     @classmethod
+    def load(cls, path: Path) -> Credentials:
+        """The demo login kept in its data folder (whatever user name it was made with)."""
+        try:
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError, UnicodeDecodeError) as error:
+            raise LabelStudioError(
+                f"{path} is not a login file ({type(error).__name__}); restore it, or remove "
+                "the whole data folder to start afresh"
+            ) from None
+
+    @classmethod
     def load_or_create(cls, path: Path) -> Credentials:
         """Reuse the demo login kept beside its data directory, or make a new one (readable by
         its owner only)."""
         if path.exists():
-            try:
-                return cls(**json.loads(path.read_text(encoding="utf-8")))
-            except (ValueError, TypeError, UnicodeDecodeError) as error:
-                raise LabelStudioError(
-                    f"{path} is not a login file ({type(error).__name__}); restore it, or remove "
-                    "the whole data folder to start afresh"
-                ) from None
+            return cls.load(path)
         creds = cls(
-            username="annotator@example.com",
+            username=DEMO_OWNER,
             password=secrets.token_urlsafe(12),
             api_key=secrets.token_hex(20),
         )
@@ -52,6 +69,43 @@ class Credentials:
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
             out.write(json.dumps(creds.__dict__))
         return creds
+
+
+@dataclass(frozen=True)
+class DemoLogin:
+    url: str
+    api_key: str = field(repr=False)
+    credentials_file: Path
+
+
+def demo_data_dir() -> Path:
+    """Where ``sotopia-ls up`` keeps the demo when not told otherwise."""
+    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
+
+
+def demo_login(data_dir: Path | None = None) -> DemoLogin | None:
+    """The address and key of the demo ``sotopia-ls up`` serves from ``data_dir`` (by default
+    ``demo_data_dir()``), or None when no demo is served from there."""
+    folder = data_dir or demo_data_dir()
+    address = folder / ADDRESS_FILE
+    if not address.is_file():
+        return None
+    try:
+        url = json.loads(address.read_text(encoding="utf-8"))["url"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None  # left by an `up` killed while writing it: no demo to trust
+    credentials = folder / CREDENTIALS_FILE
+    return DemoLogin(url, Credentials.load(credentials).api_key, credentials)
+
+
+@contextmanager
+def announced(data_dir: Path, url: str) -> Iterator[None]:
+    """While the block runs, ``demo_login(data_dir)`` finds the server at ``url``."""
+    address = write_file(data_dir / ADDRESS_FILE, json.dumps({"url": url}))
+    try:
+        yield
+    finally:
+        address.unlink(missing_ok=True)
 
 
 @dataclass
