@@ -4,12 +4,15 @@ Run it where sotopia is installed (tested with sotopia 0.1.5). Sotopia keeps its
 Redis unless told otherwise; ``SOTOPIA_STORAGE_BACKEND=local`` keeps them in JSON files under
 your home folder instead, so no Redis is needed:
 
-    SOTOPIA_STORAGE_BACKEND=local python examples/into_sotopia.py results/ episodes.jsonl
+    SOTOPIA_STORAGE_BACKEND=local python examples/into_sotopia.py results/
+    SOTOPIA_STORAGE_BACKEND=local python examples/into_sotopia.py results/ my_episode_logs.jsonl
 
-``results/`` is what ``sotopia-ls export -o results/`` wrote; ``episodes.jsonl`` holds the
-rated episodes as Sotopia ``EpisodeLog`` records (JSON lines, or one JSON object), the episodes
-the annotations are about. Prints, per episode, the human rewards Sotopia aggregates from the
-annotations (its ``map_human_annotations_to_episode_logs(aggregate=True)``) as JSON lines.
+``results/`` is what ``sotopia-ls export -o results/`` wrote: its ``episode_logs.jsonl`` holds
+the rated episodes as Sotopia ``EpisodeLog`` records, whatever format they were imported from.
+A second argument names other ``EpisodeLog`` records of the same episodes (JSON lines, or one
+JSON object), e.g. the originals from your Sotopia database. Prints, per episode, the human
+rewards Sotopia aggregates from the annotations (its
+``map_human_annotations_to_episode_logs(aggregate=True)``) as JSON lines.
 """
 
 from __future__ import annotations
@@ -41,4 +44,5 @@ def main(export: Path, episodes: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    export = Path(sys.argv[1])
+    main(export, Path(sys.argv[2]) if len(sys.argv) > 2 else export / "episode_logs.jsonl")

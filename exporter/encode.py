@@ -1,9 +1,10 @@
 """Encode: a validated chunk → its share of each output file, as bytes.
 
 A pure function of the ``Part`` (it runs in the worker that validated the chunk): the lines of
-the three JSONL files, the rows of the two CSV tables, and the chunk's ``scores_long`` rows as
+the four JSONL files, the rows of the two CSV tables, and the chunk's ``scores_long`` rows as
 Arrow for the Parquet file, which only a single writer can assemble. The shapes themselves
-live in ``shapes`` (Sotopia's records) and ``tables`` (the score tables).
+live in ``shapes`` (Sotopia's records of the annotations), ``episode_logs`` (Sotopia's record of
+each episode, made once per episode) and ``tables`` (the score tables).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .cells import FORMULA_START, has_formula_cells, neutralized_table
+from .episode_logs import episode_log
 from .shapes import annotation_records, episode_records, evaluation_records
 from .tables import long_table, otree_data, wide_table
 from .validate import Part
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
 
 # Written a chunk at a time, in input order.
 CHUNK_FILES: tuple[str, ...] = (
-    "annotations.jsonl", "evaluations.jsonl", "episodes.jsonl", "scores_long.csv",
-    "scores_wide.csv",
+    "annotations.jsonl", "evaluations.jsonl", "episodes.jsonl", "episode_logs.jsonl",
+    "scores_long.csv", "scores_wide.csv",
 )
 
 
@@ -44,12 +46,16 @@ class Encoding:
 @dataclass
 class Encoded:
     """A chunk's share of the output files: bytes per ``CHUNK_FILES`` name, its
-    ``scores_long`` rows for the Parquet file, and the crowd annotations of episodes that are
-    in several tasks, which ``episodes.jsonl`` aggregates once every chunk is in."""
+    ``scores_long`` rows for the Parquet file, and what waits for every chunk: the crowd
+    annotations of episodes that are in several tasks, which ``episodes.jsonl`` aggregates,
+    and those episodes' ``EpisodeLog``s, one of which is written. ``unlogged`` says why an
+    episode has no ``EpisodeLog``."""
 
     pieces: dict[str, bytes]
     long: pa.Table
     held: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    held_logs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unlogged: dict[str, str] = field(default_factory=dict)
 
 
 def jsonl(records: Iterable[dict[str, Any]]) -> bytes:
@@ -85,6 +91,7 @@ def encode_part(part: Part, encoding: Encoding,
     raw = encoding.raw_csv or not (has_formula_cells(table) or any(
         re.match(FORMULA_START, label) for label in encoding.model_names.values()))
     otree = {episode: otree_data(task_data) for episode, task_data in part.data.items()}
+    logs, unlogged = _episode_logs(part)
     long = long_table(table)
     records = list(annotation_records(rows))
     # Ground-truth annotations are references for qualification, not a crowd vote.
@@ -95,12 +102,27 @@ def encode_part(part: Part, encoding: Encoding,
         "evaluations.jsonl": jsonl(evaluation_records(rows)),
         "episodes.jsonl": jsonl(episode_records([rows[i] for i in whole],
                                                 [records[i] for i in whole])),
+        "episode_logs.jsonl": jsonl(log for episode, log in logs.items()
+                                    if episode not in several_tasks),
         "scores_long.csv": csv_rows(long, raw),
         "scores_wide.csv": csv_rows(wide_table(table, otree, encoding.model_names), raw),
     }
     held = [(_aggregated_fields(rows[i]), records[i]) for i in crowd
             if rows[i]["episode_id"] in several_tasks]
-    return Encoded(pieces, long, held)
+    held_logs = {episode: log for episode, log in logs.items() if episode in several_tasks}
+    return Encoded(pieces, long, held, held_logs, unlogged)
+
+
+def _episode_logs(part: Part) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each episode's ``EpisodeLog``, and why an episode whose task data is not a whole
+    episode has none."""
+    logs, unlogged = {}, {}
+    for episode, task_data in part.data.items():
+        try:
+            logs[episode] = episode_log(episode, task_data)
+        except ValueError as error:
+            unlogged[episode] = str(error)
+    return logs, unlogged
 
 
 def _aggregated_fields(row: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,9 @@ from msgspec import Struct
 
 from ..errors import InvalidInput, Problem
 from ..labelstudio.results import Result, results_of
-from ..labelstudio.tasks import AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, agent_field
+from ..labelstudio.tasks import (
+    AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, JUDGES, SOURCE_ENVIRONMENT, agent_field,
+)
 
 
 class Annotation(Struct, gc=False):
@@ -36,6 +38,7 @@ class Annotation(Struct, gc=False):
 
 class Turn(Struct, gc=False):
     speaker: Any = ""
+    kind: Any = None
     utterance: Any = ""
 
 
@@ -47,6 +50,7 @@ Data = msgspec.defstruct(
         ("scenario", Any, ""),
         (DIALOGUE, list[Turn], []),
         ("source_tag", Any, ""),
+        (SOURCE_ENVIRONMENT, Any, ""),
         ("models", Any, None),
         (AGENTS_KEY, Any, None),
         (agent_field(1, "name"), Any, ""),
@@ -54,8 +58,8 @@ Data = msgspec.defstruct(
     ],
     gc=False,
 )
-# Task meta: what the importer keeps out of the annotators' sight.
-Meta = msgspec.defstruct("Meta", [(EVALUATION, Any, None)], gc=False)
+# Task meta: the model evaluations kept out of the annotators' sight (``tasks.stored_judges``).
+Meta = msgspec.defstruct("Meta", [(EVALUATION, Any, None), (JUDGES, Any, None)], gc=False)
 
 
 class Task(Struct, gc=False):

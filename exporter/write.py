@@ -3,6 +3,7 @@
     annotations.jsonl     Sotopia AnnotationForEpisode, one per annotation
     evaluations.jsonl     per annotation, both agents' (reasoning, score) pairs
     episodes.jsonl        per episode, annotators aggregated as Sotopia does
+    episode_logs.jsonl    per episode, Sotopia's EpisodeLog of it, from its task data
     scores_long.csv/.parquet
     scores_wide.csv       the oTree *_final.csv layout
     model_scores.csv      the episodes' stored model evaluation, for the report
@@ -12,7 +13,7 @@
     summary.json          the counts that account for every annotation, and the audit's
     annotator_identities.csv   pseudonym → identity (email): private (mode 0600), not to share
 
-The first five grow a chunk at a time (``Outputs.add``); the rest are written once every
+The first six grow a chunk at a time (``Outputs.add``); the rest are written once every
 chunk is in (``Outputs.finish``).
 """
 
@@ -36,6 +37,7 @@ OUTPUT_FILES: tuple[str, ...] = (
     "annotations.jsonl",
     "evaluations.jsonl",
     "episodes.jsonl",
+    "episode_logs.jsonl",
     "scores_long.csv",
     "scores_long.parquet",
     "scores_wide.csv",
@@ -66,6 +68,8 @@ class Outputs:
         self.folder = folder
         self.raw_csv = raw_csv
         self._held: list[tuple[dict, dict]] = []
+        self._held_logs: dict[str, dict] = {}
+        self._unlogged: dict[str, str] = {}
         self._stack = ExitStack()
         self._files: dict[str, IO[bytes]] = {}
         for name in CHUNK_FILES:
@@ -82,12 +86,16 @@ class Outputs:
             self._files[name].write(piece)
         self._parquet.write_table(encoded.long.replace_schema_metadata(self._schema.metadata))
         self._held.extend(encoded.held)
+        for episode, log in encoded.held_logs.items():
+            self._held_logs.setdefault(episode, log)
+        self._unlogged.update(encoded.unlogged)
 
     def finish(self, collection: Collection, model_scores: pd.DataFrame) -> None:
         """The files made from all annotations at once; then every file is closed."""
         if self._held:
             rows, records = zip(*self._held)
             self._files["episodes.jsonl"].write(jsonl(episode_records(rows, records)))
+        self._files["episode_logs.jsonl"].write(jsonl(self._held_logs.values()))
         self._stack.close()
         write_csv(model_scores, self.folder / "model_scores.csv", self.raw_csv)
         (self.folder / "errors.jsonl").write_bytes(jsonl(e.to_dict() for e in collection.errors))
@@ -95,7 +103,8 @@ class Outputs:
             jsonl(finding.to_dict() for finding in collection.audit_findings()))
         tally = collection.tally
         summary = asdict(tally) | {"balanced": tally.balanced, "audit": collection.audit(),
-                                   "episodes_in_several_tasks": collection.several_tasks()}
+                                   "episodes_in_several_tasks": collection.several_tasks(),
+                                   "episodes_without_episode_log": self._unlogged}
         (self.folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         write_identities(collection.identities, self.folder / "annotator_identities.csv",
                          self.raw_csv)

@@ -8,6 +8,11 @@ episode content cannot run in the annotator's browser.
 The episode's stored model evaluation goes into the task's ``meta``, never its ``data``: the
 Data Manager shows every data field as a column to every annotator, and a model's scores in
 view anchor human judgement. Exports and the pre-annotation backend read ``meta``.
+
+A task's model evaluations, its *judges*, are kept by name: the stored evaluation
+(``sotopia_evaluation``, named by its evaluator) and those ``sotopia-ls evaluate`` adds under
+``sotopia_judges`` (``{model: evaluation}``), beside it so that the importer's field keeps its
+meaning. ``stored_judges`` reads both.
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ from ..episode import PROFILE_FIELDS, Agent, Episode, Profile, Turn
 DIALOGUE = "dialogue"
 EPISODE_ID = "episode_id"
 EVALUATION = "sotopia_evaluation"
+JUDGES = "sotopia_judges"
+# The name of a stored evaluation whose source does not name its evaluator.
+UNNAMED_EVALUATOR = "sotopia-evaluation"
 AGENTS_KEY = "agents"
+SOURCE_ENVIRONMENT = "source_environment"
 
 # What the background card shows, in this order; the secret has a box of its own.
 _SHOWN_PROFILE = tuple(name for name in PROFILE_FIELDS if name != "secret")
@@ -76,6 +85,8 @@ def episode_to_task(episode: Episode) -> dict[str, Any]:
         "source_format": episode.source.format,
         "source_file": episode.source.file,
         "source_tag": episode.source.tag,
+        # The Sotopia environment id the file named, for the export's EpisodeLog records.
+        SOURCE_ENVIRONMENT: episode.source.environment,
         "models": list(episode.source.models),
         # The agents as parsed, for exports; the fields below are what the screen shows.
         AGENTS_KEY: [agent.model_dump() for agent in episode.agents],
@@ -93,3 +104,20 @@ def episode_meta(episode: Episode) -> dict[str, Any]:
     if episode.evaluation is None:
         return {}
     return {EVALUATION: episode.evaluation.model_dump(mode="json")}
+
+
+def stored_judges(meta: Any) -> dict[str, Any]:
+    """``judge name → its evaluation as stored`` (not validated) in a task's ``meta``: the
+    stored evaluation first, under its evaluator's name, then each one of ``JUDGES``."""
+    if not isinstance(meta, dict):
+        return {}
+    found: dict[str, Any] = {}
+    stored = meta.get(EVALUATION)
+    if stored:
+        evaluator = stored.get("evaluator") if isinstance(stored, dict) else None
+        found[evaluator if isinstance(evaluator, str) and evaluator else UNNAMED_EVALUATOR] = stored
+    judges = meta.get(JUDGES)
+    if isinstance(judges, dict):
+        for name, evaluation in judges.items():
+            found.setdefault(str(name), evaluation)
+    return found

@@ -1,0 +1,165 @@
+"""Sotopia ``EpisodeLog`` records of the exported episodes, rebuilt from their task data.
+
+What the importer parsed into the task (scenario, both agents, the turns, tag, models) is
+written back as Sotopia's ``arun_one_episode`` writes an episode, so Sotopia loads it and
+``map_human_annotations_to_episode_logs`` finds the episode each annotation is about, whatever
+the episode's input format was; the ``episodelog`` importer reads it back as the same episode.
+
+- ``messages``: turn 0 opens with each agent's view of the context (its own secret, the other's
+  goal ``Unknown``), as ``Environment → agent``; every turn then holds both agents' actions,
+  ``agent → Environment``, the one who acted and ``did nothing`` for the other; each later turn
+  opens with the previous action told to both agents (``Turn #N: …``), and the last turn is
+  that alone.
+- ``environment``: the id the source file gave (oTree and EpisodeLog files carry Sotopia's);
+  else one derived from the scenario and the goals, ``environment-<digest>``.
+- ``agents``: derived from each agent's name and profile, ``agent-<digest>``, so a person has
+  one id in every episode and export: an oTree file names no agent ids, and the importer keeps
+  none.
+- ``rewards`` ``0`` per agent and an empty ``reasoning``: what Sotopia writes for an episode no
+  evaluator rated. The human ratings are the annotations; a model's are in
+  ``model_scores.csv``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import orjson
+
+from ..episode import PROFILE_FIELDS
+from ..importer.messages import ENVIRONMENT, Message
+from ..labelstudio.tasks import AGENTS_KEY, DIALOGUE, SOURCE_ENVIRONMENT
+from .wire import Data, Turn
+
+# Sotopia's AgentAction.to_natural_language, by action type (the importer's turn kinds).
+_ACTION = {
+    "speak": 'said: "{}"',
+    "non-verbal communication": "[non-verbal communication] {}",
+    "action": "[action] {}",
+    "none": "did nothing",
+    "leave": "left the conversation",
+}
+_NOTHING = _ACTION["none"]
+_UNKNOWN_GOAL = "Unknown"
+_SENTENCE_ENDS = (".", "!", "?", '"', "…")
+
+# An agent as the importer writes it into the task data (``Agent.model_dump``). Checked with
+# msgspec, not by building the pydantic ``Episode``: that costs more per episode than the rest
+# of the export's work on it, and the export is benchmarked.
+AgentData = msgspec.defstruct(
+    "AgentData",
+    [("name", str), ("goal", str), *((name, str, "") for name in PROFILE_FIELDS)],
+    frozen=True,
+)
+_AGENTS = tuple[AgentData, AgentData]  # type: ignore[valid-type]
+
+
+def episode_log(episode_id: str, data: Data) -> dict[str, Any]:  # type: ignore[valid-type]
+    """The ``EpisodeLog`` of one episode; ``ValueError`` (naming the task-data field) when its
+    task data does not hold a whole episode."""
+    agents = _agents(getattr(data, AGENTS_KEY))
+    scenario = data.scenario
+    if not isinstance(scenario, str) or not scenario.strip():
+        raise ValueError("task data scenario: no scenario")
+    models, named = data.models, getattr(data, SOURCE_ENVIRONMENT)
+    return {
+        "pk": episode_id,
+        "environment": named if isinstance(named, str) and named else _derived(
+            "environment", [scenario, *(agent.goal for agent in agents)]),
+        "agents": [_derived("agent", [getattr(agent, name) for name in _IDENTITY])
+                   for agent in agents],
+        "tag": str(data.source_tag or ""),
+        "models": [str(model) for model in models] if isinstance(models, list) else [],
+        "messages": messages(scenario, agents, getattr(data, DIALOGUE)),
+        "reasoning": "",
+        "rewards": [0.0] * len(agents),
+        "rewards_prompt": "",
+    }
+
+
+# What identifies a person: the name and the profile, not the episode's goal.
+_IDENTITY = ("name", *PROFILE_FIELDS)
+
+
+def _agents(value: Any) -> Sequence[Any]:
+    try:
+        agents = msgspec.convert(value, _AGENTS)
+    except msgspec.ValidationError as error:
+        raise ValueError(f"task data {AGENTS_KEY}: {error}") from None
+    for number, agent in enumerate(agents, start=1):
+        for name in ("name", "goal"):
+            if not getattr(agent, name).strip():
+                raise ValueError(f"task data {AGENTS_KEY}: agent {number} has no {name}")
+    if agents[0].name == agents[1].name:
+        raise ValueError(f"task data {AGENTS_KEY}: both agents are named {agents[0].name!r}")
+    return agents
+
+
+def _derived(kind: str, content: list[str]) -> str:
+    """A stable id made from what identifies the thing: the same content, the same id."""
+    return f"{kind}-{hashlib.sha256(orjson.dumps(content)).hexdigest()[:20]}"
+
+
+def messages(scenario: str, agents: Sequence[Any], turns: list[Turn]) -> list[list[Message]]:
+    """Sotopia's ``messages``: a list of turns, each a list of ``(sender, receiver, text)``."""
+    first, second = names = (agents[0].name, agents[1].name)
+    out: list[list[Message]] = [[(ENVIRONMENT, name, context_view(scenario, agents, own))
+                                 for own, name in enumerate(names)]]
+    if not turns:
+        raise ValueError(f"task data {DIALOGUE}: no turns")
+    for number, turn in enumerate(turns):
+        speaker, kind, text = turn.speaker, turn.kind, turn.utterance
+        if speaker not in names or not isinstance(text, str):
+            raise ValueError(f"task data {DIALOGUE}.{number}: not a turn of either agent")
+        if not isinstance(kind, str) or kind not in _ACTION:
+            raise ValueError(f"task data {DIALOGUE}.{number}.kind: not one of {', '.join(_ACTION)}")
+        action = _ACTION[kind].format(text)
+        out[-1] += ((first, ENVIRONMENT, action if speaker == first else _NOTHING),
+                    (second, ENVIRONMENT, action if speaker == second else _NOTHING))
+        told = f"Turn #{number}: {speaker} {action}\n"
+        out.append([(ENVIRONMENT, first, told), (ENVIRONMENT, second, told)])
+    return out
+
+
+def context_view(scenario: str, agents: Sequence[Any], own: int) -> str:
+    """The context as agent ``own`` (0 or 1) is shown it at the start: every background, only
+    its own secret, only its own goal."""
+    names = [agent.name for agent in agents]
+    return "\n".join([
+        "",
+        "Here is the context of this interaction:",
+        f"Scenario: {scenario}",
+        f"Participants: {' and '.join(names)}",
+        *(f"{agent.name}'s background: {background(agent, index == own)}"
+          for index, agent in enumerate(agents)),
+        *(f"{agent.name}'s goal: {agent.goal if index == own else _UNKNOWN_GOAL}"
+          for index, agent in enumerate(agents)),
+        "Conversation Starts:",
+        "",
+    ])
+
+
+def background(agent: Any, with_secret: bool) -> str:
+    """Sotopia's background sentence for ``agent`` (its ``get_bio``), the parts it lacks left
+    out; the importer's ``parse_background`` reads it back into the same profile."""
+    parts = []
+    if agent.age:
+        parts.append(_sentence(f"{agent.name} is a {agent.age}-year-old {agent.occupation}"))
+    if agent.pronouns:
+        parts.append(f"{agent.pronouns} pronouns.")
+    if agent.interests:
+        parts.append(_sentence(agent.interests))
+    if agent.personality:
+        parts.append(f"Personality and values description: {_sentence(agent.personality)}")
+    if with_secret and agent.secret:
+        parts.append(f"{agent.name.split(' ')[0]}'s secrets: {agent.secret}")
+    return " ".join(parts)
+
+
+def _sentence(text: str) -> str:
+    """``text`` with the closing period the importer drops from every profile field."""
+    text = text.rstrip()
+    return text if text.endswith(_SENTENCE_ENDS) else f"{text}."
