@@ -106,10 +106,10 @@ def _derived(kind: str, content: list[str]) -> str:
 def messages(scenario: str, agents: Sequence[Any], turns: list[Turn]) -> list[list[Message]]:
     """Sotopia's ``messages``: a list of turns, each a list of ``(sender, receiver, text)``."""
     first, second = names = (agents[0].name, agents[1].name)
-    out: list[list[Message]] = [[(ENVIRONMENT, name, context_view(scenario, agents, own))
-                                 for own, name in enumerate(names)]]
     if not turns:
         raise ValueError(f"task data {DIALOGUE}: no turns")
+    out: list[list[Message]] = [[(ENVIRONMENT, name, view)
+                                 for name, view in zip(names, context_views(scenario, agents))]]
     for number, turn in enumerate(turns):
         speaker, kind, text = turn.speaker, turn.kind, turn.utterance
         if speaker not in names or not isinstance(text, str):
@@ -124,27 +124,29 @@ def messages(scenario: str, agents: Sequence[Any], turns: list[Turn]) -> list[li
     return out
 
 
-def context_view(scenario: str, agents: Sequence[Any], own: int) -> str:
-    """The context as agent ``own`` (0 or 1) is shown it at the start: every background, only
-    its own secret, only its own goal."""
-    names = [agent.name for agent in agents]
-    return "\n".join([
-        "",
-        "Here is the context of this interaction:",
-        f"Scenario: {scenario}",
-        f"Participants: {' and '.join(names)}",
-        *(f"{agent.name}'s background: {background(agent, index == own)}"
-          for index, agent in enumerate(agents)),
-        *(f"{agent.name}'s goal: {agent.goal if index == own else _UNKNOWN_GOAL}"
-          for index, agent in enumerate(agents)),
-        "Conversation Starts:",
-        "",
-    ])
+def context_views(scenario: str, agents: Sequence[Any]) -> tuple[str, str]:
+    """The context as each agent is shown it at the start: both backgrounds, only its own
+    secret, only its own goal."""
+    one, two = agents
+    public = [background(agent) for agent in agents]
+    secret = [f"{text} {agent.name.split(' ')[0]}'s secrets: {agent.secret}".lstrip()
+              if agent.secret else text for agent, text in zip(agents, public)]
+    opening = (f"\nHere is the context of this interaction:\nScenario: {scenario}\n"
+               f"Participants: {one.name} and {two.name}\n")
+    return (
+        f"{opening}{one.name}'s background: {secret[0]}\n{two.name}'s background: {public[1]}\n"
+        f"{one.name}'s goal: {one.goal}\n{two.name}'s goal: {_UNKNOWN_GOAL}\n"
+        "Conversation Starts:\n",
+        f"{opening}{one.name}'s background: {public[0]}\n{two.name}'s background: {secret[1]}\n"
+        f"{one.name}'s goal: {_UNKNOWN_GOAL}\n{two.name}'s goal: {two.goal}\n"
+        "Conversation Starts:\n",
+    )
 
 
-def background(agent: Any, with_secret: bool) -> str:
-    """Sotopia's background sentence for ``agent`` (its ``get_bio``), the parts it lacks left
-    out; the importer's ``parse_background`` reads it back into the same profile."""
+def background(agent: Any) -> str:
+    """Sotopia's background sentence for ``agent`` (its ``get_bio``) without the secret, the
+    parts it lacks left out; the importer's ``parse_background`` reads it back into the same
+    profile."""
     parts = []
     if agent.age:
         parts.append(_sentence(f"{agent.name} is a {agent.age}-year-old {agent.occupation}"))
@@ -154,8 +156,6 @@ def background(agent: Any, with_secret: bool) -> str:
         parts.append(_sentence(agent.interests))
     if agent.personality:
         parts.append(f"Personality and values description: {_sentence(agent.personality)}")
-    if with_secret and agent.secret:
-        parts.append(f"{agent.name.split(' ')[0]}'s secrets: {agent.secret}")
     return " ".join(parts)
 
 
