@@ -1,7 +1,11 @@
 """Human scores against the model's, against reference ratings, and against each other.
 
-- ``human_vs_model``: per dimension and overall, annotator-averaged human scores against the
-  episode's stored model evaluation, both agents pooled, as Sotopia's
+Each model comparison is made per judge (``evaluator``: each model whose evaluations the
+export holds, e.g. the stored evaluation's gpt-4 and the models ``sotopia-ls evaluate`` asked),
+on the episodes that judge evaluated: which judge agrees with people is the question.
+
+- ``human_vs_model``: per judge, dimension and overall, annotator-averaged human scores against
+  the judge's evaluation, both agents pooled, as Sotopia's
   ``examples/benchmark_evaluator.py`` pairs them: Pearson and Spearman (with p-values and 95%
   bootstrap intervals resampling episodes), MSE, and mean bias (human − model).
 - ``model_vs_human_noise``: is the model as close to the humans as one more human would be?
@@ -35,8 +39,9 @@ OVERALL = "overall"
 PANELS = (*DIMENSION_KEYS, OVERALL)
 QUALIFICATION_TOLERANCE = 2
 BOOTSTRAP_COLUMNS = ["bootstrap_resamples", "bootstrap_seed"]
+JUDGE = "evaluator"
 COMPARISON_COLUMNS = [
-    "dimension", "n", "pearson", "pearson_ci_low", "pearson_ci_high", "pearson_p",
+    JUDGE, "dimension", "n", "pearson", "pearson_ci_low", "pearson_ci_high", "pearson_p",
     "spearman", "spearman_ci_low", "spearman_ci_high", "spearman_p", "mse", "bias",
     *BOOTSTRAP_COLUMNS,
 ]
@@ -45,7 +50,7 @@ NOISE_STATISTICS = (
     "human_human_mad", "model_human_mad", "mad_difference",
 )
 NOISE_COLUMNS = [
-    "dimension", "units", "rows",
+    JUDGE, "dimension", "units", "rows",
     *[f"{name}{part}" for name in NOISE_STATISTICS for part in ("", "_ci_low", "_ci_high")],
     "verdict", *BOOTSTRAP_COLUMNS,
 ]
@@ -97,11 +102,23 @@ def _correlate(human: pd.Series, model: pd.Series) -> dict[str, float]:
     }
 
 
+def _judged(model_scores: pd.DataFrame) -> pd.DataFrame:
+    """``model_scores`` plus each judge's overall; a judge without a name is named ""."""
+    named = model_scores.assign(**{JUDGE: model_scores[JUDGE].fillna("").astype(str)
+                                   if JUDGE in model_scores else ""})
+    return with_overall(named, [*UNIT, JUDGE])
+
+
+def _per_judge(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(judge, its rows)`` in name order; one unnamed judge with no rows when there are none."""
+    return list(rows.groupby(JUDGE, sort=True)) or [("", rows)]
+
+
 def paired_scores(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
-    """Annotator-averaged human score next to the model score, per unit and dimension."""
+    """Annotator-averaged human score next to each judge's score, per unit and dimension."""
     human = with_overall(long.groupby([*UNIT, "dimension"], as_index=False)["score"].mean())
-    model = with_overall(model_scores)
-    return human.merge(model, on=[*UNIT, "dimension"], suffixes=("_human", "_model"))
+    return human.merge(_judged(model_scores), on=[*UNIT, "dimension"],
+                       suffixes=("_human", "_model"))
 
 
 def _correlations(paired: pd.DataFrame, draw: Draw) -> np.ndarray:
@@ -119,18 +136,26 @@ def _recorded(bootstrap: Bootstrap) -> dict[str, int]:
 def human_vs_model(
     long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()
 ) -> pd.DataFrame:
-    """One row per dimension, then ``overall``; n = 0 when no episode has a model score."""
-    paired = paired_scores(long, model_scores)
+    """Per judge, one row per dimension, then ``overall``; n = 0 when no episode has a model
+    score."""
+    rows = []
+    for judge, paired in _per_judge(paired_scores(long, model_scores)):
+        rows += _versus(judge, paired, bootstrap)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def _versus(judge: str, paired: pd.DataFrame, bootstrap: Bootstrap) -> list[dict[str, object]]:
+    """One judge's ``human_vs_model`` rows."""
     _, intervals = _per_panel(paired, _correlations, bootstrap)
     rows = []
     for panel, ((p_low, p_high), (s_low, s_high)) in zip(PANELS, intervals):
         subset = paired[paired["dimension"] == panel]
-        rows.append({"dimension": panel,
+        rows.append({JUDGE: judge, "dimension": panel,
                      **_correlate(subset["score_human"], subset["score_model"]),
                      "pearson_ci_low": p_low, "pearson_ci_high": p_high,
                      "spearman_ci_low": s_low, "spearman_ci_high": s_high,
                      **_recorded(bootstrap)})
-    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return rows
 
 
 def _others_mean(long: pd.DataFrame, keys: list[str]) -> pd.Series:
@@ -141,13 +166,14 @@ def _others_mean(long: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 def held_out_rows(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
-    """Per unit with ≥ 2 annotators, dimension and overall, and annotator held out: the held-out
-    ``score``, the ``others`` mean of the unit's other annotators and the ``model`` score."""
+    """Per unit with ≥ 2 annotators, dimension and overall, annotator held out and judge: the
+    held-out ``score``, the ``others`` mean of the unit's other annotators and the judge's
+    ``model`` score."""
     rated = with_overall(long, [*UNIT, "annotation_id"])
     rated = rated.assign(others=_others_mean(rated, [*UNIT, "dimension"])).dropna(
         subset=["others"]
     )
-    model = with_overall(model_scores).rename(columns={"score": "model"})
+    model = _judged(model_scores).rename(columns={"score": "model"})
     return rated.merge(model, on=[*UNIT, "dimension"])
 
 
@@ -174,21 +200,30 @@ def _verdict(low: float, high: float) -> str:
 def model_vs_human_noise(
     long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()
 ) -> pd.DataFrame:
-    """One row per dimension, then ``overall``: the model against the spread between humans."""
+    """Per judge, one row per dimension, then ``overall``: the judge against the spread
+    between humans."""
     rows = held_out_rows(long, model_scores)
     if rows.empty:
         return pd.DataFrame(columns=NOISE_COLUMNS)
+    table = []
+    for judge, judged in _per_judge(rows):
+        table += _against_noise(judge, judged, bootstrap)
+    return pd.DataFrame(table, columns=NOISE_COLUMNS)
+
+
+def _against_noise(judge: str, rows: pd.DataFrame, bootstrap: Bootstrap) -> list[dict[str, object]]:
+    """One judge's ``model_vs_human_noise`` rows."""
     estimates, intervals = _per_panel(rows, _noise, bootstrap)
     table = []
     for panel, estimate, interval in zip(PANELS, estimates, intervals):
         subset = rows[rows["dimension"] == panel]
-        row = {"dimension": panel, "units": len(subset[UNIT].drop_duplicates()),
+        row = {JUDGE: judge, "dimension": panel, "units": len(subset[UNIT].drop_duplicates()),
                "rows": len(subset), **_recorded(bootstrap)}
         for name, value, (low, high) in zip(NOISE_STATISTICS, estimate, interval):
             row.update({name: value, f"{name}_ci_low": low, f"{name}_ci_high": high})
         row["verdict"] = _verdict(*interval[NOISE_STATISTICS.index("mad_difference")])
         table.append(row)
-    return pd.DataFrame(table, columns=NOISE_COLUMNS)
+    return table
 
 
 def qualification(long: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:

@@ -3,10 +3,10 @@
 ``validate_chunk`` decodes a chunk of whole tasks (``chunks``, ``wire``) and turns it into a
 ``Part``: one flat score row per valid annotation (identifiers, timing and the flat form of
 ``sotopia_ls.scores``, read by ``sotopia_ls.labelstudio.results``), an error row per reason an
-annotation was refused, each episode's model scores (its stored evaluation, else its latest
-prediction) and the counts that account for every annotation (``Tally``). It is a pure
-function of the chunk and the ``Settings``, so chunks are validated in worker processes and
-their parts joined, in order, into a ``Collection``.
+annotation was refused, each episode's model scores (every judge's evaluation kept in its
+task's meta, else its latest prediction) and the counts that account for every annotation
+(``Tally``). It is a pure function of the chunk and the ``Settings``, so chunks are validated
+in worker processes and their parts joined, in order, into a ``Collection``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..dimensions import AGENTS, DIMENSION_KEYS
 from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
+from ..labelstudio.tasks import EVALUATION, JUDGES, stored_judges
 from ..scores import Evaluation
 from .chunks import Region
 from .tables import annotation_table
@@ -239,20 +240,22 @@ class Collection:
         )
 
     def model_scores(self) -> pd.DataFrame:
-        """The episodes' model evaluation: one row per episode × agent × dimension."""
+        """The episodes' model evaluations: one row per episode × judge × agent × dimension,
+        the judge named in ``evaluator``."""
         return pd.DataFrame([row for rows in self.model_rows.values() for row in rows],
                             columns=list(MODEL_SCORE_COLUMNS))
 
 
-def _stored_evaluation(task: Task, tally: Tally) -> Evaluation | None:
-    stored = task.meta.sotopia_evaluation
-    if not stored:
-        return None
-    try:
-        return Evaluation.model_validate(stored)
-    except ValidationError:
-        tally.invalid_model_evaluations += 1
-        return None
+def _stored_evaluations(task: Task, tally: Tally) -> list[Evaluation]:
+    """Every valid model evaluation kept in the task's meta, each named by its judge."""
+    meta = {EVALUATION: task.meta.sotopia_evaluation, JUDGES: task.meta.sotopia_judges}
+    found = []
+    for name, stored in stored_judges(meta).items():
+        try:
+            found.append(Evaluation.model_validate(stored).model_copy(update={"evaluator": name}))
+        except ValidationError:
+            tally.invalid_model_evaluations += 1
+    return found
 
 
 def _predicted_evaluation(prediction: Any) -> Evaluation | None:
@@ -262,12 +265,11 @@ def _predicted_evaluation(prediction: Any) -> Evaluation | None:
     return evaluation_of(prediction.get("result") or [], str(prediction.get("model_version") or ""))
 
 
-def _model_rows(episode_id: str, evaluation: Evaluation | None) -> list[ModelRow]:
-    """One row per score the evaluation holds; its gaps have none."""
-    if evaluation is None:
-        return []
+def _model_rows(episode_id: str, evaluations: list[Evaluation]) -> list[ModelRow]:
+    """One row per score each evaluation holds; their gaps have none."""
     return [
         (episode_id, agent, key, pair[1], evaluation.evaluator)
+        for evaluation in evaluations
         for agent in AGENTS
         for key in DIMENSION_KEYS
         if (pair := evaluation.pair(agent, key)) is not None
@@ -419,10 +421,9 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
         return
     if episode_id not in part.data:
         part.data[episode_id] = data
-        evaluation = _stored_evaluation(task, tally) or _predicted_evaluation(
-            _latest_prediction(task, settings)
-        )
-        part.model_rows[episode_id] = _model_rows(episode_id, evaluation)
+        predicted = _predicted_evaluation(_latest_prediction(task, settings))
+        evaluations = _stored_evaluations(task, tally) or ([predicted] if predicted else [])
+        part.model_rows[episode_id] = _model_rows(episode_id, evaluations)
     kept = [row for row in _keep_latest_per_annotator(task_rows, part)
             if not _superseded(row, settings, part)]
     tally.exported += len(kept)

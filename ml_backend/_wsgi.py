@@ -55,9 +55,10 @@ from werkzeug.exceptions import (
 )
 
 from sotopia_ls.errors import InvalidLabelingConfig
+from sotopia_ls.judge import describe_error
 
 from . import AUTH_ENV, is_loopback, open_host_refusal
-from .model import SettingsError, SotopiaJudge, describe_error
+from .model import SettingsError, SotopiaJudge
 
 logger = logging.getLogger(__name__)
 

@@ -16,11 +16,20 @@ import subprocess
 import sys
 from importlib.metadata import distributions
 from pathlib import Path
+from typing import Any
 
 import click
 from packaging.requirements import Requirement
 
-from ..labelstudio.client import connect, find_project, register_backend, request_predictions, set_prefill
+from ..labelstudio.client import (
+    connect,
+    find_project,
+    register_backend,
+    request_predictions,
+    set_prefill,
+    task_records,
+)
+from ..labelstudio.tasks import stored_judges
 from ..errors import SotopiaLSError, keep_secret
 from ..extras import DISTRIBUTION, requirements
 from ..options import server_options
@@ -167,6 +176,21 @@ def ml_backend_command(
     )
 
 
+def why_no_predictions(client: Any, project_id: int) -> str:
+    """Why asking the backend for every task's predictions made none, from what the tasks
+    carry: the ``stored`` provider (the default) predicts only from model evaluations kept in
+    a task's meta, and never twice per model."""
+    records = task_records(client, project_id)
+    bare = sum(not stored_judges(record.meta) for record in records)
+    if not bare:
+        return ("no prediction made: every task carries a model evaluation, so each already "
+                "holds its prediction, or the backend could not use it (its log says why per task)")
+    return (f"no prediction made: {bare} of {len(records)} task(s) carry no model evaluation in "
+            "their meta, and the backend's stored provider (its default) predicts only from one; "
+            "run `sotopia-ls evaluate` first, or serve the backend with --provider llm "
+            "(its log says why per task)")
+
+
 @click.command("connect")
 @server_options
 @click.option("--project", required=True, help="Id or exact title of the project.")
@@ -190,10 +214,12 @@ def connect_command(
     Credentials for the backend's basic auth are read from ML_SERVER_BASIC_AUTH_USER and
     ML_SERVER_BASIC_AUTH_PASS. A backend on 127.0.0.1 (or a private address) needs Label
     Studio started with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false. --retrieve
-    asks for 100 tasks at a time. The event webhook Label Studio makes for the backend is
-    switched off: nothing is trained.
+    asks for 100 tasks at a time and says how many predictions that made, or why none. The
+    event webhook Label Studio makes for the backend is switched off: nothing is trained.
 
     Example:
+
+        sotopia-ls evaluate --project "Sotopia human evaluation" --model gpt-4o-mini
 
         sotopia-ls connect --project "Sotopia human evaluation" --retrieve --prefill
     """
@@ -207,8 +233,8 @@ def connect_command(
         )
         click.echo(f"backend {backend.id} ({backend_url}) connected to project {target.id}")
         if retrieve:
-            request_predictions(client, target.id)
-            click.echo("predictions requested for every task")
+            made = request_predictions(client, target.id)
+            click.echo(f"{made} prediction(s) made" if made else why_no_predictions(client, target.id))
         shown = set_prefill(client, target.id, prefill, prefill_version)
     except SotopiaLSError as error:
         raise click.ClickException(str(error)) from error

@@ -21,10 +21,13 @@ from .config import (
     labeling_config_is_current,
     write_labeling_config,
 )
-from .errors import InvalidInput, redacted
+from .chat import ChatEndpoint
+from .errors import InvalidInput, keep_secret, redacted
+from .evaluate import WRITE_BATCH, evaluate_project
 from .folders import replaced_folder, write_file
 from .exporter.commands import export_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
+from .judge import LLMJudge
 from .labelstudio import server
 from .labelstudio.client import connect, invite_links
 from .labelstudio.push import (
@@ -409,6 +412,66 @@ def samples_command(destination: Path) -> None:
         shutil.copytree(samples.SAMPLES, staging, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
     click.echo(f"copied the Sotopia samples to {destination}/ (see its README.md)")
+
+
+@main.command("evaluate")
+@server_options
+@click.option("--project", required=True, help="Id or exact title of the project.")
+@click.option("--model", required=True,
+              help="The judge: a model the endpoint serves. Its evaluations are kept under this name.")
+@click.option("--base-url", default="https://api.openai.com/v1", show_default=True,
+              envvar="SOTOPIA_LS_LLM_BASE_URL", show_envvar=True,
+              help="An OpenAI-compatible endpoint, up to /v1 (a hosted API, vLLM, Ollama).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="The environment variable holding the endpoint's API key (unset or empty: "
+              "no key, as a local server needs). The key is never printed.")
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Requests at a time.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True,
+              help="Seconds to wait for one answer.")
+@click.option("--retries", type=click.IntRange(0, 10), default=4, show_default=True,
+              help="Repeats of a request answered 429 or 5xx, timed out or cut off (the wait "
+              "doubles from 1 s, or is the server's Retry-After).")
+@click.option("--attempts", type=click.IntRange(1, 5), default=2, show_default=True,
+              help="Answers asked per episode while they are malformed or out of range.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=WRITE_BATCH,
+              show_default=True, help="Evaluations written to Label Studio at a time, as they come.")
+def evaluate_command(
+    url: str | None, api_key: str | None, project: str, model: str, base_url: str,
+    api_key_env: str, workers: int, timeout: float, retries: int, attempts: int, batch_size: int,
+) -> None:
+    """Have an LLM judge evaluate the project's episodes, for comparing humans with it.
+
+    Sotopia's own evaluation prompt, with the rubric's dimensions and ranges, goes to the
+    model for each task with no evaluation by it yet; the answer is kept in the task's meta
+    (sotopia_judges), out of annotators' sight, where export, report and the backend's
+    stored provider read it. Run it again to ask for what is missing, or with another
+    --model to add a second judge. Malformed or out-of-range answers are asked again, then
+    reported, never stored.
+
+    Example:
+
+        OPENAI_API_KEY=... sotopia-ls evaluate --project "Pilot study" --model gpt-4o-mini
+
+        sotopia-ls evaluate --project 3 --model qwen2.5:7b --base-url http://127.0.0.1:11434/v1
+    """
+    if not model.strip():
+        raise click.UsageError("--model names the judge: it cannot be empty")
+    key = os.environ.get(api_key_env, "").strip()
+    keep_secret(key)
+    endpoint = ChatEndpoint(base_url, model, key, timeout, retries=retries)
+    with failures_as_messages():
+        run = evaluate_project(connect(url, api_key), project,
+                               LLMJudge(endpoint, workers, attempts),
+                               batch_size=batch_size, progress=True)
+    click.echo(f"project {run.project_id}: {run.tasks} task(s), {run.already} already judged "
+               f"by {model}; {run.judged} evaluation(s) added to the tasks' meta")
+    for episode, reason in run.failed.items():
+        click.echo(f"  no evaluation for episode {episode}: {redacted(reason)}", err=True)
+    if run.failed:
+        raise click.ClickException(
+            f"{len(run.failed)} episode(s) left without an evaluation by {model} (nothing "
+            "stored for them); run the command again to ask for them")
 
 
 main.add_command(export_command)

@@ -6,6 +6,7 @@
     ├── UnknownFormat           a file whose format could not be detected or is not supported
     ├── InvalidLabelingConfig   a config Label Studio would reject or that breaks the rating contract
     ├── StudyError              the study gateway cannot run as configured (study file, editor files)
+    ├── JudgeRefused            an LLM judge's endpoint refuses the requests (key, address, model)
     └── LabelStudioError        a Label Studio call failed; carries project/task ids when known
         ├── ProjectNotFound     --project named no project on the server
         └── ImportOutcomeUnknown  an import request failed after the server may have saved it
@@ -96,13 +97,25 @@ class InvalidLabelingConfig(SotopiaLSError):
 
 
 class LabelStudioError(SotopiaLSError):
-    def __init__(self, message: str, *, project: int | None = None, task: int | None = None):
+    """``status``: the HTTP status Label Studio answered with, None when it gave none (the
+    connection failed) or when the error is this package's own finding."""
+
+    def __init__(self, message: str, *, project: int | None = None, task: int | None = None,
+                 status: int | None = None):
         self.project = project
         self.task = task
+        self.status = status
         context = ", ".join(
             f"{name} {value}" for name, value in (("project", project), ("task", task)) if value
         )
         super().__init__(f"{message} ({context})" if context else message)
+
+    @property
+    def permanent(self) -> bool:
+        """Label Studio refused the request itself (a 4xx): sending it again changes nothing
+        until someone changes its cause. A timeout (408) or throttling (429) is not that."""
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (
+            408, 429)
 
 
 class ProjectNotFound(LabelStudioError):
@@ -114,4 +127,8 @@ class ImportOutcomeUnknown(LabelStudioError):
 
 
 class StudyError(SotopiaLSError):
+    pass
+
+
+class JudgeRefused(SotopiaLSError):
     pass

@@ -106,6 +106,7 @@ def test_label_studio_gets_the_stored_evaluation_as_a_prediction(
         env=env, catch_exceptions=False,
     )
     assert connected.exit_code == 0, connected.output
+    assert "1 prediction(s) made" in connected.output
     assert "predictions are hidden from annotators" in connected.output
     assert label_studio.credentials.api_key not in connected.output
 
@@ -125,9 +126,18 @@ def test_label_studio_gets_the_stored_evaluation_as_a_prediction(
         name(key, agent) for agent in AGENTS for key in DIMENSION_KEYS for name in (rating_name, reasoning_name)
     }
     assert stored.model_version == evaluated.evaluation.evaluator == "gpt-4"
+    # Label Studio shows a prediction's score as a confidence in percent: a Sotopia score is none.
+    assert stored.score is None
 
-    # Asking again adds nothing; in batches of one task, each task is asked for once.
-    request_predictions(ls_client, project.id, batch_size=1)
+    # Asking again adds nothing, and says why; in batches of one task, each task is asked once.
+    again = CliRunner().invoke(
+        main, ["connect", "--project", str(project.id), "--backend-url", stored_backend.url, "--retrieve"],
+        env=env, catch_exceptions=False,
+    )
+    assert again.exit_code == 0, again.output
+    assert ("no prediction made: 1 of 2 task(s) carry no model evaluation in their meta" in again.output
+            and "run `sotopia-ls evaluate` first, or serve the backend with --provider llm" in again.output)
+    assert request_predictions(ls_client, project.id, batch_size=1) == 0
     assert {episode: len(p) for episode, p in predictions_by_episode().items()} == {evaluated.id: 1, plain.id: 0}
 
     prefilled = CliRunner().invoke(
@@ -256,7 +266,7 @@ def test_predict_answers_in_task_order_and_skips_what_is_already_there(stored_ba
     nothing, (prediction,) = answer.json()["results"]
     assert nothing == []
     assert predicted_choices(prediction["result"]) == stored_choices(evaluated)
-    assert prediction["model_version"] == "gpt-4" and isinstance(prediction["score"], float)
+    assert prediction["model_version"] == "gpt-4" and "score" not in prediction
 
     tasks[1]["predictions"] = [{"model_version": "gpt-4", "result": prediction["result"]}]
     again = httpx.post(f"{stored_backend.url}/predict", json=body, timeout=30)
@@ -341,7 +351,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["messages"][1]["content"]
+        prompt = body["messages"][0]["content"]
         case = re.search(r"Scenario: case (\S+)", prompt).group(1)
         with self.server.lock:
             attempt = self.server.calls[case]
@@ -416,9 +426,11 @@ def test_llm_answers_become_predictions_or_are_retried_once_then_skipped(
     first = chat_stub.requests[0]
     assert first["path"] == "/v1/chat/completions" and first["body"]["model"] == MODEL
     assert first["auth"] == f"Bearer {API_KEY}"
-    prompt = first["body"]["messages"][1]["content"]
+    (message,) = first["body"]["messages"]  # one message, as Sotopia's evaluator sends
+    prompt = message["content"]
     assert episodes[1].agents[0].goal in prompt and episodes[1].agents[1].secret in prompt
+    assert "Based on previous interactions, evaluate how well participants achieve their goals." in prompt
     for d in DIMENSIONS:
-        assert f"{d.key} ({d.label}, an integer from {d.range_low} to {d.range_high})" in prompt
+        assert f'"minimum": {d.range_low}, "maximum": {d.range_high}' in prompt
         assert d.guidance in prompt
     assert API_KEY not in log

@@ -46,7 +46,7 @@ def sdk_errors(action: str, *, project: int | None = None) -> Iterator[None]:
         raise LabelStudioError(
             f"{action} failed: HTTP {exc.status_code}: {_detail(exc.body)}"
             + (" (check the API key)" if exc.status_code == 401 else ""),
-            project=project,
+            project=project, status=exc.status_code,
         ) from exc
     except httpx.HTTPError as exc:
         raise LabelStudioError(f"{action} failed: {exc}", project=project) from exc
@@ -308,6 +308,37 @@ def project_predictions(client: LabelStudio, project_id: int) -> dict[int, dict[
     return latest
 
 
+def prediction_count(client: LabelStudio, project_id: int) -> int:
+    """How many predictions the project's tasks hold."""
+    with sdk_errors("counting predictions", project=project_id):
+        return sum(1 for _ in client.predictions.list(project=project_id))
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task as a judge reads it: what the annotator sees and what they do not."""
+
+    id: int
+    data: dict[str, Any]
+    meta: dict[str, Any]
+
+
+def task_records(client: LabelStudio, project_id: int) -> list[TaskRecord]:
+    """Every task of the project with its ``data`` and ``meta``, lowest id first."""
+    with sdk_errors("listing tasks", project=project_id):
+        tasks = client.tasks.list(project=project_id, include="id,data,meta", page_size=_PAGE_SIZE)
+        records = [TaskRecord(task.id, dict(task.data or {}),
+                              dict(task.meta) if isinstance(task.meta, dict) else {})
+                   for task in tasks]
+    return sorted(records, key=lambda record: record.id)
+
+
+def update_task_meta(client: LabelStudio, project_id: int, task_id: int, meta: dict[str, Any]) -> None:
+    """Replace the task's ``meta``; its data, which annotators see, is left as it is."""
+    with sdk_errors("saving a task's meta", project=project_id):
+        client.tasks.update(id=str(task_id), meta=meta)
+
+
 # Label Studio's state of a backend it can use.
 _CONNECTED = "CO"
 
@@ -384,12 +415,14 @@ def switch_off_event_webhook(client: Any, project_id: int, backend_url: str) -> 
 RETRIEVE_BATCH = 100
 
 
-def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRIEVE_BATCH) -> None:
-    """Have Label Studio ask its backend for predictions for every task of the project.
+def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRIEVE_BATCH) -> int:
+    """Have Label Studio ask its backend for predictions for every task of the project; how
+    many predictions that made (the project's count after, less before).
 
     In batches of ``batch_size`` tasks: for the tasks selected, Label Studio sends one request
     holding them all, which for a large project would pass the backend's body limit.
     """
+    before = prediction_count(client, project_id)
     with sdk_errors("requesting predictions", project=project_id):
         ids = [task.id for task in client.tasks.list(project=project_id, include="id", page_size=1000)]
         for start in range(0, len(ids), batch_size):
@@ -397,6 +430,7 @@ def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRI
                 id="retrieve_tasks_predictions", project=project_id,
                 selected_items={"all": False, "included": ids[start : start + batch_size]},
             )
+    return prediction_count(client, project_id) - before
 
 
 # --- the study gateway: participants' users, one task's data, their annotations ----------------

@@ -1,0 +1,257 @@
+"""Model scores for any episode: an LLM judge evaluates episodes that carry none.
+
+A researcher imports the oTree sample episodes (Sotopia's human study: no model evaluation in
+the files) and runs `sotopia-ls evaluate` against an OpenAI-compatible endpoint, here a stub
+on 127.0.0.1 answering over real HTTP: every episode gets an evaluation in its task's meta,
+after a 429 and after a malformed first answer too; a rerun asks nothing; a second model adds
+a second judge, whose malformed and out-of-range answers are reported, never stored. Two
+annotators rate a few tasks; the export's model_scores.csv holds both judges, and the report
+compares people with each judge, dimension by dimension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from conftest import results_of, task_ids
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS
+from sotopia_ls.exporter import export_project
+from sotopia_ls.exporter.comparison import PANELS
+from sotopia_ls.exporter.report import report_export
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.judge import evaluation_prompt
+from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.push import push_episodes
+from sotopia_ls.labelstudio.tasks import EVALUATION, JUDGES, episode_to_task
+
+API_KEY = "sk-stub-key-never-shown-0123456789"
+JUDGE_A, JUDGE_B = "judge-a", "judge-b"
+EPISODES = "otree_episodes/GPT3.5-GPT3.5"
+
+
+def answer(model: str, episode: str) -> str:
+    """A valid Sotopia answer, its scores drawn from the model and episode names."""
+    seed = hashlib.sha256(f"{model}/{episode}".encode()).digest()
+    return json.dumps({
+        f"agent_{agent}_evaluation": {
+            d.key: [f"{model} on {d.label}", d.range_low + seed[i + 8 * agent] % (d.range_high - d.range_low + 1)]
+            for i, d in enumerate(DIMENSIONS)
+        }
+        for agent in AGENTS
+    })
+
+
+def out_of_range(model: str, episode: str) -> str:
+    document = json.loads(answer(model, episode))
+    document["agent_2_evaluation"]["believability"][1] = 12
+    return json.dumps(document)
+
+
+class ChatStub(ThreadingHTTPServer):
+    """POST /v1/chat/completions on 127.0.0.1. ``script[(model, episode)]`` lists the first
+    replies ("429", or a text); every later request gets a valid answer. An episode is known
+    by its participants line, unique among the sample episodes."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.auth: set[str | None] = set()
+        self.script: dict[tuple[str, str], list[str]] = {}
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def reply(self, model: str, prompt: str, auth: str | None) -> str:
+        episode = re.search(r"^Participants: (.+)$", prompt, flags=re.M).group(1)
+        with self.lock:
+            attempt = self.calls[(model, episode)]
+            self.calls[(model, episode)] += 1
+            self.auth.add(auth)
+        script = self.script.get((model, episode), [])
+        return script[attempt] if attempt < len(script) else answer(model, episode)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ChatStub
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.path == "/v1/chat/completions"
+        reply = self.server.reply(body["model"], body["messages"][0]["content"],
+                                  self.headers.get("Authorization"))
+        if reply == "429":
+            self.send_response(429)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        payload = json.dumps({"object": "chat.completion", "model": body["model"], "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[ChatStub]:
+    server = ChatStub()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def participants(episode: Any) -> str:
+    return " and ".join(agent.name for agent in episode.agents)
+
+
+def test_the_prompt_is_sotopias_own_evaluation_prompt(sample_data: Path) -> None:
+    """Every context line and every turn of the evaluator prompt Sotopia's study kept with
+    each oTree episode (``rewards_prompt``) is in ours, word for word; then Sotopia's
+    instruction and the rubric's dimensions with their ranges."""
+    for path in sorted((sample_data / "otree_episodes").rglob("*.json")):
+        (episode,) = load_episodes([path]).episodes
+        prompt = evaluation_prompt(episode_to_task(episode))
+        ours = " ".join(prompt.split())  # the importer trims what it reads
+        theirs = json.loads(path.read_text())["rewards_prompt"].split("Prompt after formatting:")[-1]
+        # Some of their files put "Turn #n: " before the action, some on a line of its own.
+        kept = [re.sub(r"^Turn #\d+: ", "", " ".join(line.split())) for line in theirs.splitlines()
+                if re.match(r"(Here is the context|Scenario: |Participants: |.+'s goal: )", line)
+                or re.search(r" (said: \"|\[non-verbal communication\] |\[action\] )", line)]
+        assert kept and [line for line in kept if line not in ours] == [], path.name
+    assert "Based on previous interactions, evaluate how well participants achieve their goals." in prompt
+    for d in DIMENSIONS:
+        assert d.guidance in prompt
+        assert f'"minimum": {d.range_low}, "maximum": {d.range_high}' in prompt
+
+
+@pytest.mark.server
+def test_two_judges_evaluate_the_otree_episodes_and_the_report_compares_people_with_each(
+    label_studio, ls_client, stub, sample_data, project_title, tmp_path
+):
+    episodes = load_episodes([sample_data / EPISODES]).episodes
+    assert all(episode.evaluation is None for episode in episodes)  # oTree files carry none
+    project = create_project(ls_client, project_title)
+    push_episodes(ls_client, project.id, episodes, progress=False)
+    names = [participants(episode) for episode in episodes]
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key, "STUB_KEY": API_KEY}
+
+    def evaluate(model: str) -> Any:
+        return CliRunner().invoke(main, [
+            "evaluate", "--project", str(project.id), "--model", model,
+            "--base-url", stub.base_url, "--api-key-env", "STUB_KEY", "--workers", "3",
+            "--attempts", "2", "--batch-size", "4"], env=env)
+
+    def judges() -> dict[str, dict[str, Any]]:
+        tasks = ls_client.tasks.list(project=project.id, include="id,data,meta")
+        return {participants_of(task.data): task for task in tasks}
+
+    # Judge A: a 429 before one answer, a malformed first answer for another; all stored.
+    stub.script = {(JUDGE_A, names[0]): ["429"], (JUDGE_A, names[1]): ["I'd rather not."]}
+    first = evaluate(JUDGE_A)
+    assert first.exit_code == 0, first.output
+    assert f"{len(episodes)} task(s), 0 already judged by {JUDGE_A}; {len(episodes)} evaluation(s) added" in first.output
+    assert stub.calls[(JUDGE_A, names[0])] == 2 and stub.calls[(JUDGE_A, names[1])] == 2
+    assert sum(n for (model, _), n in stub.calls.items() if model == JUDGE_A) == len(episodes) + 2
+    assert stub.auth == {f"Bearer {API_KEY}"}
+    for name, task in judges().items():
+        stored = task.meta[JUDGES][JUDGE_A]
+        assert stored["evaluator"] == JUDGE_A and len(stored["agents"]) == 2
+        assert json.loads(answer(JUDGE_A, name))["agent_1_evaluation"]["goal"][1] == \
+            stored["agents"][0]["goal"][1]
+        assert EVALUATION not in task.meta and JUDGES not in task.data  # out of raters' sight
+
+    # A rerun asks nothing.
+    before = sum(stub.calls.values())
+    again = evaluate(JUDGE_A)
+    assert again.exit_code == 0, again.output
+    assert f"{len(episodes)} already judged by {JUDGE_A}; 0 evaluation(s) added" in again.output
+    assert sum(stub.calls.values()) == before
+
+    # Judge B: always malformed for one episode, always out of range for another.
+    malformed, wrong = names[2], names[3]
+    stub.script = {(JUDGE_B, malformed): ["{'agent_1': nonsense}"] * 2,
+                   (JUDGE_B, wrong): [out_of_range(JUDGE_B, wrong)] * 2}
+    second = evaluate(JUDGE_B)
+    assert second.exit_code == 1
+    assert f"{len(episodes) - 2} evaluation(s) added" in second.output
+    assert "2 episode(s) left without an evaluation by judge-b" in second.output
+    by_name = {participants(e): e.id for e in episodes}
+    assert re.search(rf"episode {by_name[malformed]}: .*attempt 2: the answer is not valid JSON", second.output)
+    assert re.search(rf"episode {by_name[wrong]}: .*believability score 12 is outside 0 to 10", second.output)
+    stored = judges()
+    assert set(stored[malformed].meta[JUDGES]) == set(stored[wrong].meta[JUDGES]) == {JUDGE_A}
+    assert all(set(task.meta[JUDGES]) == {JUDGE_A, JUDGE_B}
+               for name, task in stored.items() if name not in (malformed, wrong))
+    for result in (first, again, second):
+        assert API_KEY not in result.output
+
+    # Asking B again asks only for the two it lacks (they answer now).
+    stub.script = {}
+    calls = sum(stub.calls.values())
+    third = evaluate(JUDGE_B)
+    assert third.exit_code == 0, third.output
+    assert sum(stub.calls.values()) == calls + 2
+
+    # Two annotators rate five episodes; export and report.
+    raters = [ls_client.users.create(email=f"r{k}-{uuid.uuid4().hex[:6]}@example.com",
+                                     username=f"r{k}-{uuid.uuid4().hex[:6]}") for k in (1, 2)]
+    ids = task_ids(ls_client, project.id)
+    for number, episode in enumerate(episodes[:5]):
+        for k, rater in enumerate(raters, start=1):
+            ls_client.annotations.create(id=ids[episode.id], completed_by=rater.id,
+                                         result=results_of(_ratings(number + k)))
+    export_project(ls_client, project.id, tmp_path / "export")
+    model_scores = pd.read_csv(tmp_path / "export" / "model_scores.csv")
+    rated = {e.id for e in episodes[:5]}
+    assert set(model_scores["evaluator"]) == {JUDGE_A, JUDGE_B}
+    assert set(model_scores["episode_id"]) == rated
+    assert len(model_scores) == 2 * len(rated) * len(AGENTS) * len(DIMENSION_KEYS)
+
+    report = report_export(tmp_path / "export", tmp_path / "report", bootstrap=50)
+    table = report.human_vs_model
+    assert list(zip(table["evaluator"], table["dimension"])) == [
+        (judge, panel) for judge in (JUDGE_A, JUDGE_B) for panel in PANELS]
+    assert (table["n"] == 2 * len(rated)).all()
+    assert table[["mse", "bias"]].notna().all().all()
+    for _, judged in table.groupby("evaluator"):  # correlations with bootstrap intervals
+        assert judged[["pearson", "pearson_ci_low", "pearson_ci_high"]].notna().all(axis=1).any()
+    noise = report.model_vs_human_noise
+    assert list(noise["evaluator"].unique()) == [JUDGE_A, JUDGE_B]
+    html = (tmp_path / "report" / "report.html").read_text()
+    for judge in (JUDGE_A, JUDGE_B):
+        assert re.search(rf"<td>{judge}</td>\s*<td>goal</td>", html)
+
+
+def _ratings(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
+    """Ratings that vary over episodes, dimension by dimension, inside every range."""
+    return {agent: {d.key: (f"rationale {offset}", d.range_low + (offset * (i + agent)) % 7)
+                    for i, d in enumerate(DIMENSIONS)} for agent in AGENTS}
+
+
+def participants_of(data: dict[str, Any]) -> str:
+    return f"{data['agent_1_name']} and {data['agent_2_name']}"
