@@ -11,7 +11,7 @@ Turns come from ``raw_messages`` when present (as in ``episodelog``), else from 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from pydantic import Field
@@ -24,6 +24,11 @@ from .records import EpisodeLogHeader, RecordError, build_episode, in_field, val
 from .transcript import parse_interactions
 
 FORMAT = "dump"
+
+
+def detects(keys: Set[str]) -> bool:
+    """Any of the fields only the dumps name so."""
+    return bool(keys & {"episode_id", "agents_background", "social_interactions"})
 
 
 class DumpRecord(EpisodeLogHeader):

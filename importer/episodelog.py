@@ -8,7 +8,7 @@ stored evaluation from ``rewards`` and ``reasoning`` with ``models[0]`` as the e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from ..episode import Episode
@@ -17,6 +17,11 @@ from .messages import Message, action_turns, context_views, merge_views
 from .records import EpisodeLogHeader, build_episode, in_field, validate
 
 FORMAT = "episodelog"
+
+
+def detects(keys: Set[str]) -> bool:
+    """The messages, or at least the agents and their rewards."""
+    return "messages" in keys or {"agents", "rewards"} <= keys
 
 
 class EpisodeLogRecord(EpisodeLogHeader):

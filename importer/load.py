@@ -2,7 +2,8 @@
 
 Nothing stops at the first bad record: each record becomes an episode or one ``Problem``.
 The format is detected from the first recognisable record of each file (or DataFrame) unless
-one is named. Episodes are deduplicated by id, the first one seen wins.
+one is named. Episodes are deduplicated by id, the first one seen wins. The formats are the
+``Format`` objects given (``FORMATS`` unless told otherwise); nothing here knows one by name.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from typing import Any
 import pandas as pd
 
 from ..episode import Episode
-from ..errors import InvalidInput, Problem, UnknownFormat
-from .formats import FORMATS, PARSERS, detect_format
-from .otree_csv import FORMAT as OTREE_CSV
-from .otree_csv import RowsByEpisode
+from ..errors import InvalidInput, Problem
+from .formats import FORMATS, Format, Grouping, detect_format, format_named, readers_of
 from .records import RecordError, record_id
-from .sources import READERS, Raw, files_in, label_records, read_file
+from .sources import Raw, files_in, label_records, read_file
 
 
 @dataclass
@@ -76,13 +75,17 @@ class LoadResult:
         ))
 
 
-def load_episodes(paths: Iterable[str | Path], format: str | None = None) -> LoadResult:
-    """Every episode in ``paths`` (files, or folders searched for .json, .jsonl and .csv).
+def load_episodes(
+    paths: Iterable[str | Path], format: str | None = None, formats: tuple[Format, ...] = FORMATS
+) -> LoadResult:
+    """Every episode in ``paths`` (files, or folders searched for .json, .jsonl and .csv, and
+    the file types of ``formats``' own readers).
 
-    ``format`` (one of ``FORMATS``) skips detection. Unreadable files and invalid records
-    end up in ``problems``; an unknown ``format`` raises ``UnknownFormat``.
+    ``format`` (the name of one of ``formats``) skips detection. Unreadable files and invalid
+    records end up in ``problems``; an unknown ``format`` raises ``UnknownFormat``.
     """
-    _check_format(format)
+    named = format_named(format, formats)
+    readers = readers_of(formats)
     if isinstance(paths, (str, Path)):
         paths = [paths]
     result = LoadResult()
@@ -92,17 +95,17 @@ def load_episodes(paths: Iterable[str | Path], format: str | None = None) -> Loa
                 "not a regular file or folder (a pipe or a device?)"
             result.problems.append(Problem(file=str(path), record="", reason=reason))
             continue
-        files, dead = files_in(path)
+        files, dead = files_in(path, readers)
         for link in dead:
             result.problems.append(Problem(file=str(link), record="",
                                            reason="a symbolic link that leads nowhere or in a loop"))
         if not files and path.is_dir():
-            accepted = ", ".join(READERS)
+            accepted = ", ".join(readers)
             result.problems.append(Problem(file=str(path), record="",
                                            reason=f"holds no {accepted} file"))
         for file in files:
-            records = _counted(read_file(file))
-            _collect(records, format, str(file), str(file.parent), result)
+            records = _counted(read_file(file, readers))
+            _collect(records, named, formats, str(file), str(file.parent), result)
             if not records.count:
                 result.problems.append(Problem(file=str(file), record="",
                                                reason="empty: holds no record"))
@@ -123,27 +126,27 @@ class _counted:
 
 
 def episodes_from_records(
-    records: Iterable[Mapping[str, Any]], format: str | None = None, source: str = "records"
+    records: Iterable[Mapping[str, Any]],
+    format: str | None = None,
+    source: str = "records",
+    formats: tuple[Format, ...] = FORMATS,
 ) -> LoadResult:
     """Episodes from records already in Python (e.g. ``EpisodeLog.model_dump()`` dicts)."""
-    _check_format(format)
+    named = format_named(format, formats)
     result = LoadResult()
-    _collect(label_records(records), format, source, source, result)
+    _collect(label_records(records), named, formats, source, source, result)
     return result
 
 
-def episodes_from_dataframe(df: pd.DataFrame, format: str | None = None) -> LoadResult:
+def episodes_from_dataframe(
+    df: pd.DataFrame, format: str | None = None, formats: tuple[Format, ...] = FORMATS
+) -> LoadResult:
     """Episodes from a DataFrame whose rows are records of one format, e.g.
     ``pd.read_json(dump, lines=True)`` or ``pd.read_csv(human_eval_csv)``."""
-    _check_format(format)
+    named = format_named(format, formats)
     result = LoadResult()
-    _collect(_dataframe_rows(df), format, "dataframe", "dataframe", result)
+    _collect(_dataframe_rows(df), named, formats, "dataframe", "dataframe", result)
     return result
-
-
-def _check_format(format: str | None) -> None:
-    if format is not None and format not in FORMATS:
-        raise UnknownFormat("format", f"unknown format {format!r}", list(FORMATS))
 
 
 def _dataframe_rows(df: pd.DataFrame) -> Iterator[Raw]:
@@ -164,53 +167,54 @@ def _plain(value: Any) -> Any:
 
 
 def _collect(
-    records: Iterable[Raw], format: str | None, file: str, folder: str, result: LoadResult
+    records: Iterable[Raw],
+    format: Format | None,
+    formats: tuple[Format, ...],
+    file: str,
+    folder: str,
+    result: LoadResult,
 ) -> None:
-    """Parse one source's records into ``result``; the first recognised record fixes the format.
+    """Parse one source's records into ``result``; the first recognised record fixes the format,
+    whose grouping then turns the records into episodes.
 
     A record of unknown shape is reported once per set of keys, so a CSV of some other kind is
     one problem, not one per row.
     """
-    rows = RowsByEpisode(file)
+    grouping: Grouping | None = None
     unrecognised: set[frozenset[str]] = set()
 
-    def problem(label: str, record: object, error: RecordError) -> None:
-        result.problems.append(
-            Problem(file=file, record=_where(label, record), reason=error.reason, field=error.field)
-        )
+    def problem(label: str, episode: str, error: RecordError) -> None:
+        result.problems.append(Problem(
+            file=file, record=_where(label, episode), reason=error.reason, field=error.field
+        ))
 
     for label, record in records:
         if isinstance(record, RecordError):
-            problem(label, None, record)
+            problem(label, "", record)
             continue
         try:
-            format = format or detect_format(record)
+            format = format or detect_format(record, formats)
         except RecordError as error:
             keys = frozenset(map(str, record))
             if keys not in unrecognised:
                 unrecognised.add(keys)
-                problem(label, record, error)
+                problem(label, record_id(record), error)
             continue
+        if grouping is None:
+            grouping = format.group(format.parse, file)
         source = f"{format}:{file if label else folder}"
         result.counts.setdefault(source, 0)
-        if format == OTREE_CSV:
-            for outcome in rows.add(record, label):
-                if isinstance(outcome, RecordError):
-                    problem(label, record, outcome)
-                else:
-                    result._add(outcome, source)
-            continue
-        try:
-            result._add(PARSERS[format](record, file, label), source)
-        except RecordError as error:
-            problem(label, record, error)
-    for label, pk, error in rows.unresolved():
-        problem(label, {"pk": pk}, error)
+        for outcome in grouping.add(record, label):
+            if isinstance(outcome, RecordError):
+                problem(label, record_id(record), outcome)
+            else:
+                result._add(outcome, source)
+    for label, episode, error in grouping.unresolved() if grouping is not None else ():
+        problem(label, episode, error)
 
 
-def _where(label: str, record: object) -> str:
+def _where(label: str, episode: str) -> str:
     """``line 3, id 01H…`` — the position, and the episode id when the record has one."""
-    episode = record_id(record)
     return ", ".join(
         part for part in (label, f"id {episode}" if episode and label else episode) if part
     )

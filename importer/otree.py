@@ -8,7 +8,7 @@ text (``sotopia_ls.importer.context``) followed by the ``Turn #N`` history
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from ..episode import Episode
@@ -18,6 +18,11 @@ from .records import EpisodeLogHeader, RecordError, build_episode, in_field, val
 from .transcript import parse_history
 
 FORMAT = "otree"
+
+
+def detects(keys: Set[str]) -> bool:
+    """The evaluator's prompt; an ``EpisodeLog`` keeps one too, so this format is tried last."""
+    return "rewards_prompt" in keys
 
 
 class OTreeRecord(EpisodeLogHeader):

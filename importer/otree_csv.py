@@ -11,7 +11,7 @@ such rows are refused only if no row of the same ``pk`` is complete, which is kn
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,10 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..episode import Episode, Profile, Source, Turn
 from .actions import parse_action, split_speaker
 from .context import agent_of, is_unknown_goal
-from .records import RecordError, build_episode, readable, unreadable_json, validate
+from .records import Parser, RecordError, build_episode, readable, unreadable_json, validate
 
 FORMAT = "otree-csv"
 SHOWN_FIELDS = ("names", "personal_info", "social_goal", "parsed_conversation")
+
+
+def detects(keys: Set[str]) -> bool:
+    """The episode id and the shown episode's JSON, whatever rating columns follow."""
+    return {"pk", "data"} <= keys
 
 
 class Utterance(BaseModel):
@@ -110,7 +115,8 @@ def _turn(utterance: Utterance) -> Turn | None:
 class RowsByEpisode:
     """Folds the annotator rows of a CSV into one episode per ``pk``."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, parse: Parser, file: str) -> None:
+        self.parse = parse
         self.file = file
         self._done: set[str] = set()
         self._failed: dict[str, list[tuple[str, RecordError]]] = {}
@@ -122,7 +128,7 @@ class RowsByEpisode:
         if key is not None and key in self._done:
             return
         try:
-            episode = parse_otree_csv_row(record, self.file, label)
+            episode = self.parse(record, self.file, label)
         except RecordError as error:
             if key is None:
                 yield error

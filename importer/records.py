@@ -6,7 +6,7 @@ A parser raises ``RecordError`` for anything that stops one record from becoming
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -15,6 +15,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from ..episode import Agent, Episode, Evaluation, Source, Turn
 
 ID_FIELDS = ("pk", "episode_id")
+
+# ``parse(record, file, label)``: the file and the record's place in it go into ``Episode.source``.
+Parser = Callable[[Mapping[str, Any], str, str], Episode]
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -18,13 +18,14 @@ import pandas as pd
 from .records import RecordError, unreadable_json
 
 Raw = tuple[str, Mapping[str, Any] | RecordError]
+Reader = Callable[[Path], Iterator[Raw]]
 
 CSV_CHUNK_ROWS = 200
 
 
-def files_in(path: Path) -> tuple[list[Path], list[Path]]:
-    """``path`` itself, or every readable file under a folder (hidden ones skipped), sorted;
-    and the symbolic links met on the way that lead nowhere or in a loop."""
+def files_in(path: Path, readers: Mapping[str, Reader]) -> tuple[list[Path], list[Path]]:
+    """``path`` itself, or every file under a folder that one of ``readers`` reads (hidden ones
+    skipped), sorted; and the symbolic links met on the way that lead nowhere or in a loop."""
     if path.is_file():
         return [path], []
     found, dead = [], []
@@ -33,7 +34,7 @@ def files_in(path: Path) -> tuple[list[Path], list[Path]]:
             continue
         if entry.is_symlink() and not entry.exists():
             dead.append(entry)
-        elif entry.is_file() and entry.suffix.lower() in READERS:
+        elif entry.is_file() and entry.suffix.lower() in readers:
             found.append(entry)
     return sorted(found), sorted(dead)
 
@@ -96,7 +97,8 @@ def read_csv(path: Path) -> Iterator[Raw]:
         yield f"row {row + 1}", RecordError(f"cannot read the CSV from here on: {error}")
 
 
-READERS: dict[str, Callable[[Path], Iterator[Raw]]] = {
+# What every format may come in; a format adds its own file types (``Format.readers``).
+READERS: dict[str, Reader] = {
     ".json": read_json,
     ".jsonl": read_jsonl,
     ".ndjson": read_jsonl,
@@ -104,10 +106,10 @@ READERS: dict[str, Callable[[Path], Iterator[Raw]]] = {
 }
 
 
-def read_file(path: Path) -> Iterator[Raw]:
-    reader = READERS.get(path.suffix.lower())
+def read_file(path: Path, readers: Mapping[str, Reader]) -> Iterator[Raw]:
+    reader = readers.get(path.suffix.lower())
     if reader is None:
-        accepted = ", ".join(READERS)
+        accepted = ", ".join(readers)
         yield (
             "",
             RecordError(f"unsupported file type {path.suffix or '(none)'!r}; readable: {accepted}"),
