@@ -17,6 +17,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -151,12 +152,45 @@ def build_report(
     )
 
 
-def _png(figure: plt.Figure) -> str:
+def _png(figure: plt.Figure, alt: str = "plot") -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="plot" src="data:image/png;base64,{encoded}">'
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
+
+
+ALPHA_CHART_ALT = "Krippendorff's α per dimension with its bootstrap interval"
+# Krippendorff's guides for interval α: 0.8 for reliable data, 0.667 the least for tentative
+# conclusions; 0 is chance agreement.
+ALPHA_GUIDES = (0.0, 0.667, 0.8)
+
+
+def alpha_chart(agreement: pd.DataFrame) -> plt.Figure:
+    """A forest plot of interval α: one row per dimension in rubric order, the estimate as a
+    dot and its bootstrap interval as a line (none when no resamples were drawn); a dimension
+    whose α is undefined is named on its row, one with near-constant ratings marked ⚠."""
+    rows = agreement.set_index("dimension").reindex(RUBRIC.keys)
+    figure, axis = plt.subplots(figsize=(7, 0.42 * len(rows) + 1.1))
+    for guide in ALPHA_GUIDES:
+        axis.axvline(guide, color="grey", linewidth=0.8, linestyle=":" if guide else "-")
+    positions = range(len(rows))
+    low, high = rows.get("alpha_ci_low"), rows.get("alpha_ci_high")
+    if low is not None and high is not None:
+        axis.hlines(list(positions), low, high, color="#3b6ea8", linewidth=2)
+    axis.plot(rows["alpha"], list(positions), "o", color="#1d3f66")
+    for position, alpha in zip(positions, rows["alpha"]):
+        if pd.isna(alpha):
+            axis.text(0.02, position, "α undefined", va="center", fontsize=8, color="#a33")
+    labels = [RUBRIC[key].label + (f" {FLAG}" if flagged else "")
+              for key, flagged in zip(rows.index, rows["low_variance"].astype(bool))]
+    axis.set_yticks(list(positions), labels)
+    axis.invert_yaxis()
+    finite = pd.concat([rows["alpha"], *(c for c in (low, high) if c is not None)]).dropna()
+    axis.set_xlim(min(-0.1, finite.min() - 0.05) if len(finite) else -0.1, 1.02)
+    axis.set_xlabel("Krippendorff's α (interval); dotted: 0.667 and 0.8")
+    axis.grid(axis="x", alpha=0.3)
+    return figure
 
 
 def distribution_plot(long: pd.DataFrame, dimension: str) -> str:
@@ -185,7 +219,8 @@ PANELS_PER_ROW = 4
 
 
 def scatter_plot(paired: pd.DataFrame) -> str:
-    """Human (annotator mean) against model score, one panel per dimension and overall."""
+    """Human (annotator mean) against model score, one panel per dimension and overall, one
+    colour per judge."""
     panels = [*RUBRIC.keys, OVERALL]
     rows = -(-len(panels) // PANELS_PER_ROW)
     figure, axes = plt.subplots(rows, PANELS_PER_ROW, figsize=(13, 3.25 * rows), squeeze=False)
@@ -193,8 +228,9 @@ def scatter_plot(paired: pd.DataFrame) -> str:
         axis.set_visible(False)
     for axis, dimension in zip(axes.flat, panels):
         subset = paired[paired["dimension"] == dimension]
-        axis.scatter(subset["score_model"], subset["score_human"], s=14, alpha=0.6,
-                     color="#b5523b")
+        for judge, scores in subset.groupby("evaluator", sort=True):
+            axis.scatter(scores["score_model"], scores["score_human"], s=14, alpha=0.6,
+                         label=judge or "model")
         if dimension == OVERALL:
             low = sum(d.range_low for d in RUBRIC.dimensions) / len(RUBRIC.dimensions)
             high = sum(d.range_high for d in RUBRIC.dimensions) / len(RUBRIC.dimensions)
@@ -207,6 +243,9 @@ def scatter_plot(paired: pd.DataFrame) -> str:
         axis.set_ylim(low - 0.5, high + 0.5)
         axis.set_xlabel("model", fontsize=8)
         axis.set_ylabel("human mean", fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if len(labels) > 1:
+        figure.legend(handles, labels, loc="lower right", fontsize=8, title="judge")
     figure.tight_layout()
     return _png(figure)
 
@@ -217,7 +256,19 @@ def _table(frame: pd.DataFrame) -> str:
         shown[column] = shown[column].map(lambda p: "–" if pd.isna(p) else f"{p:.2g}")
     table = shown.to_html(index=False, escape=True, float_format=lambda v: f"{v:.3f}",
                           na_rep="–", border=0, classes="table")
-    return f'<div class="scroll">{table}</div>'
+    return f'<div class="scroll">{_narrow(table)}</div>'
+
+
+_INTERVAL = re.compile(r"\[(?:-?\d+\.\d+|–), (?:-?\d+\.\d+|–)\]")
+
+
+def _narrow(table: str) -> str:
+    """The table with places to wrap, so that it fits a laptop's window: after each ``_`` of a
+    column name (``pairs_<wbr>within_<wbr>2``), and before an interval, which stays whole on
+    the line below its estimate. The text itself is unchanged."""
+    table = re.sub(r"<th>([^<]+)</th>",
+                   lambda name: "<th>" + name[1].replace("_", "_<wbr>") + "</th>", table)
+    return _INTERVAL.sub(lambda interval: f'<span class="ci">{interval[0]}</span>', table)
 
 
 # Figures that read as high agreement on a near-constant dimension without measuring any.
@@ -258,11 +309,11 @@ def _shown(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#222}
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:84rem;padding:0 1rem;color:#222}
 h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ccc}
 .table{border-collapse:collapse;font-size:.85rem}
 .table td,.table th{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:right}
-.table td{white-space:nowrap}
+.table td{white-space:nowrap}.table td:has(.ci){white-space:normal}.table .ci{white-space:nowrap}
 .table th{background:#f4f4f4}.note{color:#555;font-size:.9rem}
 .flag{color:#a33;font-weight:600}img{max-width:100%}.scroll{overflow-x:auto}
 """
@@ -304,9 +355,10 @@ SOTOPIA_PI_NOTE = (
     "in their script."
 )
 HUMAN_VS_MODEL_NOTE = (
-    "Annotator-averaged human scores against the stored model evaluation, both agents pooled: "
-    "Pearson and Spearman with p-values and intervals, MSE, bias = mean(human − model). The "
-    "human mean is itself only as reliable as icc1k above."
+    "Per judge (evaluator: the stored evaluation's model, and each model sotopia-ls evaluate "
+    "asked), annotator-averaged human scores against the judge's evaluation on the episodes it "
+    "evaluated, both agents pooled: Pearson and Spearman with p-values and intervals, MSE, "
+    "bias = mean(human − model). The human mean is itself only as reliable as icc1k above."
 )
 NOISE_NOTE = (
     "Is the model as close to the humans as one more human would be? On each unit with two "
@@ -348,6 +400,7 @@ def _agreement_sections(report: Report) -> list[str]:
              if not c.endswith(("_ci_low", "_ci_high")) and not c.startswith(("pi_", "bootstrap_"))]
     sections = [_section(
         "Agreement per dimension", _note(AGREEMENT_NOTE), _bootstrap_note(report),
+        _png(alpha_chart(agreement), ALPHA_CHART_ALT),
         _table(_shown(agreement, shown)), _flag_note(agreement),
     )]
     for breakdown, title, what in (("model pair", "Agreement by model pair", "model pair (the "
@@ -393,8 +446,9 @@ def _coverage_note(report: Report) -> str:
     paired_units = int(coverage["units_with_model"].max()) if len(coverage) else 0
     return _note(
         f"{with_model} of {episodes} rated episodes ({paired_units} of {units} episode × agent "
-        "units) carry a model evaluation (a stored Sotopia evaluation, or with "
-        "--with-predictions a backend's prediction); the others are left out of this section. "
+        "units) carry a model evaluation (a stored Sotopia evaluation, a judge's from sotopia-ls "
+        "evaluate, or with --with-predictions a backend's prediction); the others are left out "
+        "of this section. "
         "A correlation is blank (–) with fewer than 3 paired units, or where the human means or "
         "the model's scores do not vary."
     )
@@ -409,11 +463,11 @@ def _model_sections(report: Report) -> list[str]:
     return [
         _section("Human vs model", _coverage_note(report), _note(HUMAN_VS_MODEL_NOTE),
                  _bootstrap_note(report),
-                 _table(_shown(comparison, ["dimension", "n", "pearson", "pearson_p",
+                 _table(_shown(comparison, ["evaluator", "dimension", "n", "pearson", "pearson_p",
                                             "spearman", "spearman_p", "mse", "bias"])),
                  scatter_plot(report.paired)),
         _section("Model against the spread between humans", _note(NOISE_NOTE),
-                 _table(_shown(noise, ["dimension", "units", "rows", "human_human_r",
+                 _table(_shown(noise, ["evaluator", "dimension", "units", "rows", "human_human_r",
                                        "model_human_r", "r_difference", "human_human_mad",
                                        "model_human_mad", "mad_difference", "verdict"]))),
     ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.exporter import Tally
 from sotopia_ls.exporter.commands import report_command
-from sotopia_ls.exporter.report import build_report
+from sotopia_ls.exporter.report import ALPHA_CHART_ALT, alpha_chart, build_report
 
 from conftest import invoke, read_study
 
@@ -109,7 +111,7 @@ def test_the_model_is_placed_against_the_spread_between_humans(report, page):
     noise = report.model_vs_human_noise.set_index("dimension")
     # The "model" is one of the two annotators, so it is closer to the others than a human.
     assert noise.loc["goal", "verdict"] == "closer than a human"
-    assert rows_of(page.read_text(), "goal|84|170|")[-1].endswith("|closer than a human")
+    assert rows_of(page.read_text(), "gpt-4|goal|84|170|")[-1].endswith("|closer than a human")
 
 
 def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(study, report):
@@ -156,7 +158,7 @@ def test_the_report_opens_in_chromium_with_every_plot_drawn(page, tmp_path):
         drawn = browser_page.locator("img").evaluate_all(
             "images => images.map(image => image.complete && image.naturalWidth > 0)"
         )
-        assert drawn == [True] * 8
+        assert drawn == [True] * 9  # α per dimension, human vs model, seven distributions
         headings = browser_page.locator("h2").all_inner_texts()
         assert [d.label for d in DIMENSIONS] == [h.split(" (")[0] for h in headings[-7:]]
         browser_page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
@@ -176,3 +178,60 @@ def test_the_report_says_how_many_episodes_had_a_model_score_and_why_a_figure_is
     assert report.human_vs_model["pearson"].isna().all()
     coverage = report.coverage.set_index("dimension")
     assert (coverage["units"] == 84).all() and (coverage["units_with_model"] == 2).all()
+
+
+def test_the_agreement_chart_draws_each_dimensions_alpha_within_its_interval(report, page):
+    """A forest plot: one row per dimension in rubric order, α as a dot on its bootstrap
+    interval; the near-constant Secret is marked and has no dot, its α being undefined."""
+    agreement = report.agreement.set_index("dimension").loc[[d.key for d in DIMENSIONS]]
+    axis = alpha_chart(report.agreement).axes[0]
+    assert [label.get_text() for label in axis.get_yticklabels()] == [
+        d.label + (" ⚠" if agreement.loc[d.key, "low_variance"] else "") for d in DIMENSIONS]
+    ends = [value for line in axis.collections[0].get_segments()
+            for value in ((line[0][0], line[1][0]) if len(line) else (float("nan"),) * 2)]
+    expected = [value for pair in zip(agreement["alpha_ci_low"], agreement["alpha_ci_high"])
+                for value in pair]  # an undefined α has no interval, nor a line
+    assert ends == pytest.approx(expected, nan_ok=True)
+    (dots,) = [line for line in axis.lines if line.get_marker() == "o"]
+    assert list(dots.get_xdata()) == pytest.approx(list(agreement["alpha"]), nan_ok=True)
+    section = page.read_text().split("<h2>Agreement per dimension</h2>")[1].split("<h2>")[0]
+    assert f'<img alt="{html.escape(ALPHA_CHART_ALT)}" src="data:image/png;base64,' in section
+
+
+@pytest.fixture(scope="module")
+def full_page(study, tmp_path_factory) -> Path:
+    """A report with every table, qualification against reference ratings included."""
+    model = first_annotator_as_model(study)
+    report = build_report(study, model, Tally(), reference=model, bootstrap=100)
+    return report.write(tmp_path_factory.mktemp("full") / "report")
+
+
+@pytest.mark.browser
+def test_every_table_fits_a_window_1440_pixels_wide(full_page):
+    """No table, plot or line runs past a 1440×900 window or needs a scroll bar of its own:
+    long names wrap at their underscores and an interval goes below its estimate."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=["--no-sandbox"])
+        try:
+            window = browser.new_page(viewport={"width": 1440, "height": 900})
+            window.goto(full_page.as_uri())
+            assert window.locator("table").count() == 8  # all but the empty audit
+            assert window.evaluate("document.documentElement.scrollWidth") <= 1440
+            too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
+                .filter(e => e.getBoundingClientRect().right > 1440
+                             || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
+                .map(e => e.tagName + " " + Math.round(e.getBoundingClientRect().width)
+                          + " in " + e.closest("section")?.querySelector("h2")?.textContent)""")
+        finally:
+            browser.close()
+    assert too_wide == []
+
+
+def test_the_readme_lists_exactly_the_files_the_report_writes(full_page):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### `sotopia-ls report`")[1].split("\n### ")[0]
+    listed = set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
+    assert listed == {path.name for path in full_page.parent.iterdir()}
