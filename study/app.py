@@ -129,6 +129,12 @@ class Submission(BaseModel):
     results: list[Any] = Field(max_length=500)
 
 
+def unreadable(error: ValidationError) -> str:
+    """The first reason a submission's body was refused, naming its field (never its value)."""
+    first = error.errors(include_url=False, include_input=False)[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}"
+
+
 def _templates() -> Jinja2Templates:
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("sotopia_ls.study", "templates"), autoescape=True,
@@ -226,8 +232,9 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         check_csrf(request, request.headers.get(CSRF_HEADER))
         try:
             body = Submission.model_validate_json(await bounded_body(request, MAX_SUBMISSION))
-        except ValidationError:
-            raise HTTPException(400, "This is not a rating the study can read.") from None
+        except ValidationError as error:
+            raise HTTPException(400, f"This is not a rating the study can read: "
+                                f"{unreadable(error)}.") from None
         assignment = await run_in_threadpool(leases.find, engine, body.assignment,
                                              visit.participant_id)
         if assignment is None or assignment.visit_id != visit.id:

@@ -219,6 +219,50 @@ def status_command(study_path: Path, database: str | None) -> None:
         click.echo(line)
 
 
+@study_command.command("retry")
+@_study_option
+@_database_option
+@click.option("--assignment", "assignments", type=int, multiple=True,
+              help="A refused rating's assignment id, as `study status` lists it (repeatable).")
+@click.option("--all", "every", is_flag=True, help="Every rating Label Studio refused.")
+@server_options
+def retry_command(study_path: Path, database: str | None, assignments: tuple[int, ...],
+                  every: bool, url: str | None, api_key: str | None) -> None:
+    """Send ratings Label Studio refused to it again, once their cause is fixed.
+
+    A refused rating stays in the gateway's database and is never sent again by itself;
+    `study status` lists each with Label Studio's reason. This puts it back among the
+    ratings waiting to be saved and saves them now.
+
+    Example:
+
+        sotopia-ls study status --study study.json
+
+        sotopia-ls study retry --study study.json --assignment 12
+    """
+    if bool(assignments) == every:
+        raise click.UsageError("give --assignment N (one or more) or --all")
+    _, _, store = _web_stack()
+    from ..labelstudio.client import connect
+    from .saving import retry_saves
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        states = retry_saves(store.open_store(database or study.database), connect(url, api_key),
+                             study.name, None if every else list(assignments))
+    for assignment_id, state in states.items():
+        click.echo(f"assignment {assignment_id}: {_RETRIED[state]}")
+    if not states:
+        click.echo("no rating was refused: nothing to retry")
+
+
+_RETRIED = {
+    "saved": "saved in Label Studio",
+    "failed": "refused again (see `sotopia-ls study status` for the reason)",
+    "saving": "waiting to be saved (Label Studio unreachable, or a running gateway is saving it)",
+}
+
+
 @study_command.command("fetch-editor")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
               help=f"Where to put the editor files [default: ${EDITOR_DIR_ENV}, else "

@@ -12,7 +12,9 @@ A submission settles its assignment: it marks the slot the assignment holds ``do
 after the lease expired: nobody took the slot, so the work counts), else takes any free slot
 of the same episode, else is kept as ``surplus``: stored here, flagged, never counted and
 never dropped. A settled rating waits as ``saving`` until a writer claims it
-(``claim_saves``) and saves it in Label Studio (``saving.LabelStudioWriter``): an outbox.
+(``claim_saves``) and saves it in Label Studio (``saving.LabelStudioWriter``): an outbox. A
+rating Label Studio refuses is ``failed`` with the reason (``mark_failed``), kept here and
+never tried again until a researcher puts it back (``retry_failed``).
 """
 
 from __future__ import annotations
@@ -22,16 +24,39 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
-from .store import assignments, aware, episodes, now, slots, visits
+from ..errors import StudyError
+from .store import assignments, aware, episodes, now, save_failures, slots, visits
 
 # Candidates read per query; more are read when all of them were taken meanwhile.
 _CANDIDATES = 8
 _ROUNDS = 5
 
-COUNTED = ("saving", "saved", "surplus")  # states of an assignment the participant submitted
+# States of an assignment the participant submitted.
+COUNTED = ("saving", "saved", "surplus", "failed")
+
+
+@dataclass(frozen=True)
+class FailedSave:
+    """A rating Label Studio refused to save, and why."""
+
+    assignment_id: int
+    task_id: int
+    reason: str
+    failed_at: datetime
 
 
 @dataclass(frozen=True)
@@ -284,6 +309,47 @@ def mark_saved(engine: Engine, assignment_id: int, annotation_id: int) -> None:
         conn.execute(update(assignments)
                      .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
                      .values(state="saved", ls_annotation_id=annotation_id, saved_at=now()))
+
+
+def mark_failed(engine: Engine, assignment_id: int, reason: str) -> None:
+    """Stop trying to save a rating Label Studio refused; it stays here with ``reason``."""
+    with engine.begin() as conn:
+        if conn.execute(update(assignments)
+                        .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
+                        .values(state="failed", save_claimed_until=None)).rowcount:
+            conn.execute(insert(save_failures).values(assignment_id=assignment_id,
+                                                      reason=reason, failed_at=now()))
+
+
+def failed_saves(engine: Engine, study: str) -> list[FailedSave]:
+    """Every rating of the study that Label Studio refused, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(assignments.c.id, assignments.c.task_id, save_failures.c.reason,
+                   save_failures.c.failed_at)
+            .join(save_failures, save_failures.c.assignment_id == assignments.c.id)
+            .where(assignments.c.study == study, assignments.c.state == "failed")
+            .order_by(assignments.c.id)).all()
+    return [FailedSave(row.id, row.task_id, row.reason, aware(row.failed_at)) for row in rows]
+
+
+def retry_failed(engine: Engine, study: str, assignment_ids: list[int] | None) -> list[int]:
+    """Put failed ratings (``assignment_ids``, or all of the study's) back in the outbox, to
+    be saved by the next sweep; the ids put back, ascending. An id that names no failed rating
+    of the study is a ``StudyError``."""
+    with engine.begin() as conn:
+        failed = set(conn.execute(select(assignments.c.id).where(
+            assignments.c.study == study, assignments.c.state == "failed")).scalars())
+        chosen = failed if assignment_ids is None else set(assignment_ids)
+        unknown = sorted(chosen - failed)
+        if unknown:
+            raise StudyError(f"no failed rating of study {study} has assignment id "
+                             f"{', '.join(map(str, unknown))}: see `sotopia-ls study status`")
+        if chosen:
+            conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
+                         .values(state="saving", save_claimed_until=None))
+            conn.execute(delete(save_failures).where(save_failures.c.assignment_id.in_(chosen)))
+    return sorted(chosen)
 
 
 def release_claim(engine: Engine, assignment_id: int) -> None:

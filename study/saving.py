@@ -13,7 +13,8 @@ in Label Studio under the participant's user, with the assignment key as its ``u
 and marks it ``saved``; the participant's user is made right after their arrival, or before
 their first save. A rating whose save failed (Label Studio down, a process killed while
 saving) is claimed again by the next sweep; were it saved twice, Label Studio's unique id would
-turn the second into a lookup of the first.
+turn the second into a lookup of the first. A rating Label Studio refuses (a 4xx) is marked
+failed with the reason instead, until a researcher retries it (``retry_saves``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,18 @@ from ..config import controls
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..errors import LabelStudioError
 from ..labelstudio.client import ensure_user, save_annotation
-from ..labelstudio.results import evaluation_results, read_json_results
+from ..labelstudio.results import evaluation_results, read_json_results, shape_problems
 from ..scores import Evaluation
 from .arrival import user_email
-from .leases import Assignment, claim_saves, load, mark_saved, release_claim
+from .leases import (
+    Assignment,
+    claim_saves,
+    load,
+    mark_failed,
+    mark_saved,
+    release_claim,
+    retry_failed,
+)
 from .store import participants
 
 log = logging.getLogger("sotopia_ls.study")
@@ -62,8 +71,10 @@ def to_names(config: str) -> dict[str, str]:
 
 def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
     """The results to save for a submission, or (``[]``, what a participant must fix);
-    ``targets`` is ``to_names`` of the project's config."""
+    ``targets`` is ``to_names`` of the project's config. Any JSON is answered with problems
+    naming the result or control, never an exception."""
     fields, problems = read_json_results(raw)
+    problems = shape_problems(raw if isinstance(raw, list) else [raw]) + problems
     if problems:
         return [], [f"{_LABELS.get(control, control)}: {reason}" for control, reason in problems]
     return evaluation_results(Evaluation.from_flat(fields), targets), []
@@ -97,24 +108,44 @@ def save(engine: Engine, client: LabelStudio, assignment: Assignment) -> int:
 
 
 def save_waiting(engine: Engine, client: LabelStudio, study: str, *, limit: int = 1) -> int:
-    """Claim up to ``limit`` waiting ratings and save them; how many were saved."""
-    saved = 0
+    """Claim up to ``limit`` waiting ratings and save them; how many left the outbox (saved,
+    or refused by Label Studio and marked failed).
+
+    A 4xx (``LabelStudioError.permanent``) would come back on every retry, so the rating is
+    marked failed with the reason, for ``study status`` to show; anything else (Label Studio
+    down, a 5xx) is tried again by the next sweep."""
+    settled = 0
     for assignment_id in claim_saves(engine, study, limit=limit, hold_seconds=CLAIM_SECONDS):
         try:
             save(engine, client, load(engine, assignment_id))
-            saved += 1
         except LabelStudioError as error:
-            release_claim(engine, assignment_id)
-            log.warning("rating %d not saved yet, will retry: %s", assignment_id, error)
-    return saved
+            if not error.permanent:
+                release_claim(engine, assignment_id)
+                log.warning("rating %d not saved yet, will retry: %s", assignment_id, error)
+                continue
+            mark_failed(engine, assignment_id, str(error))
+            log.error("rating %d refused by Label Studio, kept in the gateway database until "
+                      "retried (sotopia-ls study status): %s", assignment_id, error)
+        settled += 1
+    return settled
 
 
 def save_all_waiting(engine: Engine, client: LabelStudio, study: str) -> int:
-    """Save every waiting rating not claimed elsewhere, now; how many were saved."""
+    """Save every waiting rating not claimed elsewhere, now; how many left the outbox."""
     total = 0
-    while saved := save_waiting(engine, client, study, limit=16):
-        total += saved
+    while settled := save_waiting(engine, client, study, limit=16):
+        total += settled
     return total
+
+
+def retry_saves(engine: Engine, client: LabelStudio, study: str,
+                assignment_ids: list[int] | None) -> dict[int, str]:
+    """Put failed ratings (``assignment_ids``, or all) back in the outbox and save what waits
+    now; each one's state afterwards (``saved``, ``failed`` again, or still ``saving``: Label
+    Studio unreachable, or a running gateway saving it)."""
+    retried = retry_failed(engine, study, assignment_ids)
+    save_all_waiting(engine, client, study)
+    return {assignment_id: load(engine, assignment_id).state for assignment_id in retried}
 
 
 class LabelStudioWriter:

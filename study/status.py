@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, case, func, select
 
-from .leases import COUNTED
+from .leases import COUNTED, FailedSave, failed_saves
 from .settings import StudyFile
-from .store import assignments, now, participants, slots, visits
+from .store import assignments, aware, now, participants, slots, visits
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,14 @@ class StudyStatus:
     surplus: int       # submitted after the lease expired and every slot was taken: kept here
     late: int          # submitted after the lease expired (saved or surplus)
     median_seconds: float | None
+    oldest_waiting_seconds: float | None  # since the longest-waiting unsaved rating was submitted
+    failed: list[FailedSave]  # refused by Label Studio: kept here, not tried again until retried
 
     def lines(self, study: StudyFile) -> list[str]:
         median = (f"{self.median_seconds / 60:.1f} min" if self.median_seconds is not None
                   else "no rating yet")
+        oldest = (f" (the oldest for {self.oldest_waiting_seconds:.0f} s)"
+                  if self.oldest_waiting_seconds is not None else "")
         return [
             f"study {study.name} (project {study.project}): {self.episodes} episodes, "
             f"{study.raters_per_episode} raters each, up to {study.episodes_per_participant} "
@@ -43,10 +47,25 @@ class StudyStatus:
             f"  participants:         {self.participants} ({self.visits_completed} completed, "
             f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
             f"  ratings:              {self.saved} saved in Label Studio, {self.unsaved} waiting "
-            f"to be saved, {self.surplus} surplus (kept in the gateway database), "
-            f"{self.late} after their lease expired",
+            f"to be saved{oldest}, {len(self.failed)} refused by Label Studio, {self.surplus} "
+            f"surplus (kept in the gateway database), {self.late} after their lease expired",
             f"  median time per episode: {median}",
+            *self._failure_lines(),
         ]
+
+    def _failure_lines(self) -> list[str]:
+        """Each refused rating, why, and the command that sends it again."""
+        if not self.failed:
+            return []
+        lines = ["refused by Label Studio (kept in the gateway database; fix the cause, then "
+                 "retry each, or all with `sotopia-ls study retry --all`):"]
+        for failure in self.failed:
+            lines += [
+                f"  assignment {failure.assignment_id} (task {failure.task_id}), "
+                f"{failure.failed_at:%Y-%m-%d %H:%M} UTC: {failure.reason}",
+                f"    retry: sotopia-ls study retry --assignment {failure.assignment_id}",
+            ]
+        return lines
 
 
 def _count(condition: object) -> object:
@@ -69,6 +88,8 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
             assignments.c.study == name, assignments.c.late == 1)).scalar_one()
         times = list(conn.execute(select(assignments.c.lead_time).where(
             assignments.c.study == name, assignments.c.state.in_(COUNTED))).scalars())
+        waiting_since = aware(conn.execute(select(func.min(assignments.c.submitted_at)).where(
+            assignments.c.study == name, assignments.c.state == "saving")).scalar_one())
         people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
         outcomes = dict(conn.execute(
             select(visits.c.outcome, func.count())
@@ -89,4 +110,6 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         surplus=states.get("surplus", 0),
         late=late,
         median_seconds=statistics.median(times) if times else None,
+        oldest_waiting_seconds=(moment - waiting_since).total_seconds() if waiting_since else None,
+        failed=failed_saves(engine, name),
     )

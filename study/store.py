@@ -13,7 +13,8 @@ in Python first:
 - ``assignments``: one participant on one episode; unique per (study, task, participant), so
   nobody rates an episode twice. ``key`` is its public, unguessable id (also the annotation's
   ``unique_id`` in Label Studio, which makes saving idempotent). A submitted one waits in
-  state ``saving`` until a gateway process has saved it in Label Studio: an outbox.
+  state ``saving`` until a gateway process has saved it in Label Studio: an outbox. One that
+  Label Studio refused is ``failed``, its reason in ``save_failures``, until retried.
 
 On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (the write lock up front, so two
 processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout.
@@ -37,6 +38,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
     create_engine,
     event,
@@ -107,7 +109,9 @@ assignments = Table(
     Column("participant_id", ForeignKey("participants.id"), nullable=False),
     Column("visit_id", ForeignKey("visits.id"), nullable=False),
     # leased → saving → saved; leased → expired (its slot went to someone else);
-    # a submission that found no slot → surplus (kept here, not sent to Label Studio).
+    # a submission that found no slot → surplus (kept here, not sent to Label Studio);
+    # saving → failed when Label Studio refused the save itself (``save_failures`` says why),
+    # failed → saving again when a researcher retries it.
     Column("state", String(8), nullable=False),
     _time("assigned_at", nullable=False),
     _time("first_shown_at"),
@@ -122,6 +126,15 @@ assignments = Table(
     UniqueConstraint("study", "task_id", "participant_id"),
     Index("assignments_by_visit", "visit_id", "state"),
     Index("assignments_by_state", "study", "state"),
+)
+
+# Why Label Studio refused to save a rating (a 4xx): one row per ``failed`` assignment, kept
+# until it is retried. A table of its own, so that databases made before it get it too.
+save_failures = Table(
+    "save_failures", metadata,
+    Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
+    Column("reason", Text, nullable=False),
+    _time("failed_at", nullable=False),
 )
 
 

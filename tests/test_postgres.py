@@ -10,8 +10,10 @@ so the test cannot pass on a server that quietly fell back to SQLite.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,13 +23,16 @@ import psycopg
 import pytest
 from label_studio_sdk import LabelStudio
 
-from conftest import results_of
+from conftest import invoke, results_of
+from study_support import Participant, answers, gateway_env, make_study, study_project
+from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter import export_project
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import push_episodes
+from sotopia_ls.study.process import gateway
 
 pytestmark = pytest.mark.postgres
 
@@ -39,6 +44,7 @@ ANNOTATED_TASKS = 3
 class OnPostgres:
     client: LabelStudio
     database: dict[str, str]  # Label Studio's DJANGO_DB / POSTGRE_* settings
+    running: server.LocalServer
 
     def count(self, table: str, project_id: int) -> int:
         """Rows of ``table`` belonging to the project, read straight from PostgreSQL."""
@@ -77,7 +83,7 @@ def on_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnPostgres
         data_dir = tmp_path_factory.mktemp("label-studio-postgres")
         with server.start(data_dir, credentials, extra_env=settings) as running:
             client = LabelStudio(base_url=running.url, api_key=credentials.api_key)
-            yield OnPostgres(client, settings)
+            yield OnPostgres(client, settings, running)
     finally:
         subprocess.run([str(POSTGRES), "stop", str(cluster)], check=False)
         shutil.rmtree(cluster, ignore_errors=True)
@@ -135,3 +141,47 @@ def test_import_annotate_export_on_postgresql(
         assert row.annotator_id == annotator
         assert (row.rationale, row.score) == scores[row.agent][row.dimension]
     assert (tmp_path / "export" / "annotations.jsonl").read_text().count("\n") == 6
+
+
+# Rationales PostgreSQL or the rubric could trip on, each in one participant's rating.
+UNUSUAL_RATIONALES = {
+    "NUL inside": "calm\x00 and kind",
+    "only zero-width spaces": "\u200b\u200b",
+    "100 kB": "long " * 20_000,
+}
+
+
+def test_a_participants_rating_is_saved_or_refused_at_once_on_postgresql(
+    on_postgres: OnPostgres, project_title: str, tmp_path: Path
+) -> None:
+    """Acknowledged means saved: whatever a rationale holds, the participant is either told
+    which field to fix, or their rating reaches Label Studio's PostgreSQL within a minute."""
+    project = study_project(on_postgres.client, project_title, episodes=3)
+    study_file = tmp_path / "study.json"
+    study_file.write_text(make_study(tmp_path, project).model_dump_json())
+    env = gateway_env(on_postgres.running.url, on_postgres.running.credentials.api_key,
+                      secrets.token_urlsafe(32))
+    acknowledged = 0
+    with gateway(study_file, env) as running:
+        for case, text in UNUSUAL_RATIONALES.items():
+            someone = Participant.of(running.url)
+            someone.begin()
+            results = results_of(answers(len(case)))
+            next(r for r in results if r["from_name"] == "believability_reasoning_1")[
+                "value"]["text"] = [text]
+            answer = someone.submit(results)
+            assert answer.status_code in (200, 422), (case, answer.text)
+            if answer.status_code == 422:
+                assert answer.json()["problems"] == [
+                    "Believability rationale for agent 1: empty rationale"], case
+            acknowledged += answer.status_code == 200
+        deadline = time.monotonic() + 60
+        while True:
+            shown = invoke(main, "study", "status", "--study", str(study_file)).output
+            if f"{acknowledged} saved in Label Studio, 0 waiting" in shown:
+                break
+            assert time.monotonic() < deadline, shown
+            time.sleep(1)
+
+    assert acknowledged == 2  # the zero-width rationale was refused as empty
+    assert on_postgres.count("task_completion", project) == acknowledged

@@ -26,6 +26,7 @@ from msgspec import UNSET, Struct
 
 from ..dimensions import AGENTS, DIMENSIONS, Dimension, rating_name, reasoning_name
 from ..scores import RATING_FIELDS, Evaluation
+from ..text import usable
 from .tasks import DIALOGUE
 
 RATING_TYPE = "choices"
@@ -128,6 +129,26 @@ def results_of(raw: Any) -> list[Result]:
         ]
 
 
+def shape_problems(raw: list[Any]) -> list[Problem]:
+    """``("result N", reason)`` for each item of a result list that ``results_of`` passes over
+    or cannot name: no object, a ``from_name`` that is no text, a ``value`` that is no object.
+    A reader of Label Studio's own data ignores such items; the study gateway refuses them,
+    since only a tampered browser sends them."""
+    problems: list[Problem] = []
+    for number, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            reason = f"not a result object: {shown(item)}"
+        elif not isinstance(item.get("from_name"), str):
+            reason = f"from_name is not a control's name: {shown(item.get('from_name'))}"
+        elif not isinstance(item.get("value"), dict):
+            reason = (f"value of {shown(item['from_name'])} is not an object: "
+                      f"{shown(item.get('value'))}")
+        else:
+            continue
+        problems.append((f"result {number}", reason))
+    return problems
+
+
 def _value(raw: Any) -> Value | None:
     try:
         return msgspec.convert(raw, Value)
@@ -171,17 +192,16 @@ def shown(value: Any) -> str:
 
 
 def _rationale(value: Value | None) -> tuple[str | None, str]:
+    """The rationale's text as kept (``sotopia_ls.text.usable``), or why there is none."""
     text = UNSET if value is None else value.text
-    if isinstance(text, list) and len(text) == 1 and isinstance(text[0], str) and text[0].strip():
-        return text[0], ""  # the usual shape, one non-blank text, without the general checks
     if isinstance(text, str):
         text = [text]
     if not isinstance(text, list) or not all(isinstance(item, str) for item in text):
         return None, "no rationale text (expected text)"
-    joined = "\n".join(text)
-    if not joined.strip():
+    kept = usable("\n".join(text))
+    if kept is None:
         return None, "empty rationale"
-    return joined, ""
+    return kept, ""
 
 
 def _score(value: Value | None, dimension: Dimension,
@@ -209,20 +229,24 @@ def _not_one(count: int, what: str) -> str:
 
 def _usual(results: list[Result]) -> dict[str, Any] | None:
     """The flat form when every control has one result of the usual shape (one choice of its
-    range, one non-blank text), else None. Most annotations are; checking them in one tight
-    loop saves much of the export's validation time. Any exception means "not usual"."""
-    by_name = {result.from_name: result.value for result in results}
-    if len(by_name) != len(results):
-        return None
+    range, one usable text), else None. Most annotations are; checking them in one tight
+    loop saves much of the export's validation time. Any exception means "not usual": the
+    whole body is inside the ``try``, as a browser may send any JSON (an unhashable name)."""
     fields: dict[str, Any] = {}
     try:
+        by_name = {result.from_name: result.value for result in results}
+        if len(by_name) != len(results):
+            return None
         for rating, rationale, _, choices in _CONTROLS:
             chosen = by_name[rating].choices
             if type(chosen) is not list or len(chosen) != 1:
                 return None
             fields[rating] = choices[chosen[0]]
-            (text,) = by_name[rationale].text
-            if type(text) is not str or not text.strip():
+            texts = by_name[rationale].text
+            if type(texts) is not list or len(texts) != 1 or type(texts[0]) is not str:
+                return None  # (a dict of one key would unpack as that key)
+            text = usable(texts[0])
+            if text is None:
                 return None
             fields[rationale] = text
     except (KeyError, AttributeError, TypeError, ValueError):
@@ -235,9 +259,10 @@ def read_results(results: list[Result]) -> tuple[dict[str, Any], list[Problem]]:
     usual = _usual(results)
     if usual is not None:
         return usual, []
-    by_name: dict[Any, list[Value | None]] = {}
+    by_name: dict[str, list[Value | None]] = {}
     for result in results:
-        by_name.setdefault(result.from_name, []).append(result.value)
+        if isinstance(result.from_name, str):  # any other name is no control of the rubric
+            by_name.setdefault(result.from_name, []).append(result.value)
     fields: dict[str, Any] = {}
     problems: list[Problem] = []
     for rating, rationale, dimension, choices in _CONTROLS:
