@@ -1,0 +1,103 @@
+"""A stand-in for a remote LLM: an OpenAI-compatible chat-completions server on 127.0.0.1.
+
+It answers ``POST /v1/chat/completions`` over real HTTP with Sotopia-shaped evaluations whose
+scores are drawn from the model and episode names, so a test knows what each judge said. A
+script can make the first replies of one model on one episode a 429 or any text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS
+
+
+def answer(model: str, episode: str) -> str:
+    """A valid Sotopia answer, its scores drawn from the model and episode names."""
+    seed = hashlib.sha256(f"{model}/{episode}".encode()).digest()
+    return json.dumps({
+        f"agent_{agent}_evaluation": {
+            d.key: [f"{model} on {d.label}", d.range_low + seed[i + 8 * agent] % (d.range_high - d.range_low + 1)]
+            for i, d in enumerate(DIMENSIONS)
+        }
+        for agent in AGENTS
+    })
+
+
+def out_of_range(model: str, episode: str) -> str:
+    document = json.loads(answer(model, episode))
+    document["agent_2_evaluation"]["believability"][1] = 12
+    return json.dumps(document)
+
+
+class ChatStub(ThreadingHTTPServer):
+    """POST /v1/chat/completions on 127.0.0.1. ``script[(model, episode)]`` lists the first
+    replies ("429", or a text); every later request gets a valid answer. An episode is known
+    by its participants line, unique among the sample episodes."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.auth: set[str | None] = set()
+        self.script: dict[tuple[str, str], list[str]] = {}
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def reply(self, model: str, prompt: str, auth: str | None) -> str:
+        episode = re.search(r"^Participants: (.+)$", prompt, flags=re.M).group(1)
+        with self.lock:
+            attempt = self.calls[(model, episode)]
+            self.calls[(model, episode)] += 1
+            self.auth.add(auth)
+        script = self.script.get((model, episode), [])
+        return script[attempt] if attempt < len(script) else answer(model, episode)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ChatStub
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.path == "/v1/chat/completions"
+        reply = self.server.reply(body["model"], body["messages"][0]["content"],
+                                  self.headers.get("Authorization"))
+        if reply == "429":
+            self.send_response(429)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        payload = json.dumps({"object": "chat.completion", "model": body["model"], "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def chat_stub() -> Iterator[ChatStub]:
+    server = ChatStub()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,129 @@
+"""A researcher follows the README's path from oTree episode files to a human-vs-model figure.
+
+The README's block is run line by line as written. Three things stand in for what a test cannot
+have: the session's Label Studio for the demo's (tests/test_demo.py runs the demo itself), a
+local chat-completions server for both judges (the only remote service), and two annotators'
+ratings made through the API where the block says to annotate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from chat_stub import chat_stub
+from conftest import results_of, sotopia_python, task_ids
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS
+from sotopia_ls.exporter.comparison import PANELS
+
+REPO = Path(__file__).resolve().parents[1]
+SECTION = "## A study from oTree files to a human-vs-model figure"
+RATED = 10  # episodes both annotators rate
+
+
+def readme_block() -> list[str]:
+    """The section's shell lines, comments and blank lines dropped, in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split(SECTION, 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def command(line: str) -> list[str]:
+    return shlex.split(line, comments=True)
+
+
+def ratings(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
+    """Ratings that vary over episodes and dimensions, inside every range."""
+    return {agent: {d.key: (f"rationale {offset}", d.range_low + (offset * (i + agent)) % 7)
+                    for i, d in enumerate(DIMENSIONS)} for agent in AGENTS}
+
+
+@pytest.mark.server
+def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
+    label_studio, ls_client, project_title, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    lines = readme_block()
+    title = shlex.split(next(line for line in lines if " import " in line))[-1]
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+    judges: list[str] = []
+    ran: list[str] = []
+    with chat_stub() as stub:
+        for line in lines:
+            words = command(line)
+            if not words:  # the comment that says to annotate
+                assert "annotate" in line
+                annotate(ls_client, project_title)
+                ran.append("annotate")
+            elif words[0] in ("scripts/demo", "source"):
+                continue  # the session's Label Studio is running; sotopia_ls is importable
+            elif words[0] == "export":
+                name, _ = words[1].split("=", 1)
+                env[name] = "sk-stand-in-never-shown"
+            elif words[0] == "sotopia-ls":
+                args = [project_title if word == title else word for word in words[1:]]
+                if args[0] == "evaluate":
+                    judges.append(args[args.index("--model") + 1])
+                    args = [word for word in args if not word.startswith("http")]
+                    args = [word for word in args if word != "--base-url"]
+                    args += ["--base-url", stub.base_url]
+                result = CliRunner().invoke(main, args, env=env)
+                assert result.exit_code == 0, f"{line}\n{result.output}"
+                assert env.get("OPENAI_API_KEY", "unset") not in result.output
+                ran.append(args[0])
+            else:
+                into_sotopia(words)
+                ran.append("into sotopia")
+    assert ran == ["samples", "import", "evaluate", "evaluate", "annotate", "export",
+                   "report", "into sotopia"]
+
+    table = pd.read_csv(tmp_path / "report" / "human_vs_model.csv")
+    assert list(zip(table["evaluator"], table["dimension"])) == [
+        (judge, panel) for judge in judges for panel in PANELS]
+    assert (table["n"] == RATED * len(AGENTS)).all()
+    assert table[["pearson", "mse", "bias"]].notna().all().all()
+    coverage = pd.read_csv(tmp_path / "report" / "model_coverage.csv")
+    assert (coverage["episodes_with_model"] == RATED).all()
+
+
+def annotate(client, title: str) -> None:
+    """Two annotators rate the first episodes, as people would in the editor."""
+    (project,) = [p for p in client.projects.list() if p.title == title]
+    ids = sorted(task_ids(client, project.id).values())
+    tag = uuid.uuid4().hex[:6]
+    raters = [client.users.create(email=f"rater{k}-{tag}@example.com", username=f"rater{k}-{tag}")
+              for k in (1, 2)]
+    for number, task in enumerate(ids[:RATED]):
+        for k, rater in enumerate(raters, start=1):
+            client.annotations.create(id=task, completed_by=rater.id,
+                                      result=results_of(ratings(number + k)))
+
+
+def into_sotopia(words: list[str]) -> None:
+    """``VAR=value python examples/into_sotopia.py results/`` in an environment with sotopia."""
+    assignments = dict(word.split("=", 1) for word in words if re.match(r"^[A-Z_]+=", word))
+    script, *args = [word for word in words if "=" not in word][1:]
+    done = subprocess.run([str(sotopia_python()), str(REPO / script), *args],
+                          env={**os.environ, **assignments, "HOME": os.getcwd()},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    aggregated = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    ours = {record["episode"]: record
+            for record in map(json.loads, Path("results/episodes.jsonl").open())}
+    assert len(aggregated) == len(ours) == RATED
+    for record in aggregated:
+        mine = ours[record["episode"]]
+        for theirs, expected in zip(record["rewards"], mine["rewards"]):
+            assert theirs[1] == expected[1] and abs(theirs[0] - expected[0]) < 1e-9
