@@ -205,7 +205,8 @@ def sync_command(study_path: Path, database: str | None, url: str | None,
 def status_command(study_path: Path, database: str | None) -> None:
     """Print a study's progress: episodes done, in progress and open, leases, participants.
 
-    Reads the gateway's database only; Label Studio is not asked.
+    Reads the gateway's database only; Label Studio is not asked. Ratings Label Studio
+    refused are listed each with its reason and the `study retry` command that sends it again.
 
     Example:
 

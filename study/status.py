@@ -12,6 +12,10 @@ from .settings import StudyFile
 from .store import assignments, aware, now, participants, slots, visits
 
 
+# A rating waiting this long has missed several of the writers' sweeps (saving.SWEEP_SECONDS).
+STUCK_SECONDS = 60.0
+
+
 @dataclass(frozen=True)
 class StudyStatus:
     episodes: int
@@ -50,8 +54,17 @@ class StudyStatus:
             f"to be saved{oldest}, {len(self.failed)} refused by Label Studio, {self.surplus} "
             f"surplus (kept in the gateway database), {self.late} after their lease expired",
             f"  median time per episode: {median}",
+            *self._stuck_lines(),
             *self._failure_lines(),
         ]
+
+    def _stuck_lines(self) -> list[str]:
+        """A hint when a rating has waited far longer than the writers' sweeps take."""
+        if self.oldest_waiting_seconds is None or self.oldest_waiting_seconds < STUCK_SECONDS:
+            return []
+        return [f"a rating has waited {self.oldest_waiting_seconds / 60:.0f} min to be saved: "
+                "Label Studio is unreachable or answers with a server error (5xx), tried again "
+                "every sweep; the gateway's log says which"]
 
     def _failure_lines(self) -> list[str]:
         """Each refused rating, why, and the command that sends it again."""
@@ -62,7 +75,7 @@ class StudyStatus:
         for failure in self.failed:
             lines += [
                 f"  assignment {failure.assignment_id} (task {failure.task_id}), "
-                f"{failure.failed_at:%Y-%m-%d %H:%M} UTC: {failure.reason}",
+                f"{failure.failed_at:%Y-%m-%d %H:%M} UTC: {' '.join(failure.reason.split())}",
                 f"    retry: sotopia-ls study retry --assignment {failure.assignment_id}",
             ]
         return lines

@@ -8,12 +8,13 @@ of the test session.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from label_studio_sdk import LabelStudio
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from conftest import invoke, results_of
 from study_support import answers, check_invariants
@@ -174,3 +175,23 @@ def test_study_retry_names_an_assignment_that_was_not_refused(
 
     assert refused.exit_code == 1
     assert "no failed rating of study pilot has assignment id 99" in refused.output
+
+
+def test_study_status_says_when_a_rating_has_waited_long_while_label_studio_fails(
+    study, tmp_path
+):
+    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    someone = study.participant()
+    someone.begin()
+    assert someone.rate(6).status_code == 200
+    gone = LabelStudio(base_url="http://127.0.0.1:9", api_key="x", timeout=2)  # a closed port
+
+    assert save_all_waiting(study.engine, gone, "pilot") == 0  # kept waiting, not failed
+    with study.engine.begin() as conn:  # as if submitted five minutes ago
+        conn.execute(update(assignments).values(
+            submitted_at=datetime.now(timezone.utc) - timedelta(minutes=5)))
+    shown = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
+
+    assert "1 waiting to be saved (the oldest for 30" in shown.output  # 300 s and a little
+    assert "0 refused by Label Studio" in shown.output
+    assert "a rating has waited 5 min to be saved" in shown.output
