@@ -220,12 +220,27 @@ def status_command(study_path: Path, database: str | None) -> None:
         click.echo(line)
 
 
+def _refused_options(command: Any) -> Any:
+    """``--assignment N`` (repeatable) or ``--all``: which refused ratings a command acts on."""
+    command = click.option("--all", "every", is_flag=True,
+                           help="Every rating Label Studio refused.")(command)
+    return click.option(
+        "--assignment", "assignments", type=int, multiple=True,
+        help="A refused rating's assignment id, as `study status` lists it (repeatable).",
+    )(command)
+
+
+def _chosen(assignments: tuple[int, ...], every: bool) -> list[int] | None:
+    """The assignment ids given, or None for --all; exactly one of the two is required."""
+    if bool(assignments) == every:
+        raise click.UsageError("give --assignment N (one or more) or --all")
+    return None if every else list(assignments)
+
+
 @study_command.command("retry")
 @_study_option
 @_database_option
-@click.option("--assignment", "assignments", type=int, multiple=True,
-              help="A refused rating's assignment id, as `study status` lists it (repeatable).")
-@click.option("--all", "every", is_flag=True, help="Every rating Label Studio refused.")
+@_refused_options
 @server_options
 def retry_command(study_path: Path, database: str | None, assignments: tuple[int, ...],
                   every: bool, url: str | None, api_key: str | None) -> None:
@@ -241,8 +256,7 @@ def retry_command(study_path: Path, database: str | None, assignments: tuple[int
 
         sotopia-ls study retry --study study.json --assignment 12
     """
-    if bool(assignments) == every:
-        raise click.UsageError("give --assignment N (one or more) or --all")
+    chosen = _chosen(assignments, every)
     _, _, store = _web_stack()
     from ..labelstudio.client import connect
     from .saving import retry_saves
@@ -250,7 +264,7 @@ def retry_command(study_path: Path, database: str | None, assignments: tuple[int
     with failures_as_messages():
         study = read_study(study_path)
         states = retry_saves(store.open_store(database or study.database), connect(url, api_key),
-                             study.name, None if every else list(assignments))
+                             study.name, chosen)
     for assignment_id, state in states.items():
         click.echo(f"assignment {assignment_id}: {_RETRIED[state]}")
     if not states:
@@ -262,6 +276,35 @@ _RETRIED = {
     "failed": "refused again (see `sotopia-ls study status` for the reason)",
     "saving": "waiting to be saved (Label Studio unreachable, or a running gateway is saving it)",
 }
+
+
+@study_command.command("shelve")
+@_study_option
+@_database_option
+@_refused_options
+def shelve_command(study_path: Path, database: str | None, assignments: tuple[int, ...],
+                   every: bool) -> None:
+    """Set aside ratings Label Studio refused and that can never be saved, freeing their slots.
+
+    Each stays in the gateway's database with its results and Label Studio's reason (state
+    `shelved`), is never sent to Label Studio, and its slot goes to the next participant, so
+    the episode still gets k ratings. Label Studio is not asked.
+
+    Example:
+
+        sotopia-ls study shelve --study study.json --assignment 12
+    """
+    chosen = _chosen(assignments, every)
+    _, _, store = _web_stack()
+    from .leases import shelve_failed
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        shelved = shelve_failed(store.open_store(database or study.database), study.name, chosen)
+    for assignment_id in shelved:
+        click.echo(f"assignment {assignment_id}: shelved, its slot free for another participant")
+    if not shelved:
+        click.echo("no rating was refused: nothing to shelve")
 
 
 @study_command.command("fetch-editor")

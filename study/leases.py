@@ -14,7 +14,8 @@ of the same episode, else is kept as ``surplus``: stored here, flagged, never co
 never dropped. A settled rating waits as ``saving`` until a writer claims it
 (``claim_saves``) and saves it in Label Studio (``saving.LabelStudioWriter``): an outbox. A
 rating Label Studio refuses is ``failed`` with the reason (``mark_failed``), kept here and
-never tried again until a researcher puts it back (``retry_failed``).
+never tried again until a researcher puts it back (``retry_failed``) or gives its slot to
+another participant (``shelve_failed``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ _CANDIDATES = 8
 _ROUNDS = 5
 
 # States of an assignment the participant submitted.
-COUNTED = ("saving", "saved", "surplus", "failed")
+COUNTED = ("saving", "saved", "surplus", "failed", "shelved")
 
 
 @dataclass(frozen=True)
@@ -333,23 +334,42 @@ def failed_saves(engine: Engine, study: str) -> list[FailedSave]:
     return [FailedSave(row.id, row.task_id, row.reason, aware(row.failed_at)) for row in rows]
 
 
+def _failed(conn: Connection, study: str, assignment_ids: list[int] | None) -> list[int]:
+    """``assignment_ids`` (or every failed rating of the study), each checked to be one."""
+    failed = set(conn.execute(select(assignments.c.id).where(
+        assignments.c.study == study, assignments.c.state == "failed")).scalars())
+    chosen = failed if assignment_ids is None else set(assignment_ids)
+    unknown = sorted(chosen - failed)
+    if unknown:
+        raise StudyError(f"no failed rating of study {study} has assignment id "
+                         f"{', '.join(map(str, unknown))}: see `sotopia-ls study status`")
+    return sorted(chosen)
+
+
 def retry_failed(engine: Engine, study: str, assignment_ids: list[int] | None) -> list[int]:
     """Put failed ratings (``assignment_ids``, or all of the study's) back in the outbox, to
     be saved by the next sweep; the ids put back, ascending. An id that names no failed rating
     of the study is a ``StudyError``."""
     with engine.begin() as conn:
-        failed = set(conn.execute(select(assignments.c.id).where(
-            assignments.c.study == study, assignments.c.state == "failed")).scalars())
-        chosen = failed if assignment_ids is None else set(assignment_ids)
-        unknown = sorted(chosen - failed)
-        if unknown:
-            raise StudyError(f"no failed rating of study {study} has assignment id "
-                             f"{', '.join(map(str, unknown))}: see `sotopia-ls study status`")
-        if chosen:
-            conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
-                         .values(state="saving", save_claimed_until=None))
-            conn.execute(delete(save_failures).where(save_failures.c.assignment_id.in_(chosen)))
-    return sorted(chosen)
+        chosen = _failed(conn, study, assignment_ids)
+        conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
+                     .values(state="saving", save_claimed_until=None))
+        conn.execute(delete(save_failures).where(save_failures.c.assignment_id.in_(chosen)))
+    return chosen
+
+
+def shelve_failed(engine: Engine, study: str, assignment_ids: list[int] | None) -> list[int]:
+    """Stop waiting for failed ratings that can never be saved: each is kept here,
+    ``shelved`` with its results and reason, and its slot is free for another participant, so
+    the episode still gets k ratings in Label Studio. The ids shelved, ascending."""
+    with engine.begin() as conn:
+        chosen = _failed(conn, study, assignment_ids)
+        conn.execute(update(slots).where(slots.c.assignment_id.in_(chosen),
+                                         slots.c.state == "done")
+                     .values(state="free", assignment_id=None, expires_at=None))
+        conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
+                     .values(state="shelved"))
+    return chosen
 
 
 def release_claim(engine: Engine, assignment_id: int) -> None:

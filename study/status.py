@@ -34,6 +34,7 @@ class StudyStatus:
     median_seconds: float | None
     oldest_waiting_seconds: float | None  # since the longest-waiting unsaved rating was submitted
     failed: list[FailedSave]  # refused by Label Studio: kept here, not tried again until retried
+    shelved: int       # refused, then set aside by the researcher: kept here, slot given again
 
     def lines(self, study: StudyFile) -> list[str]:
         median = (f"{self.median_seconds / 60:.1f} min" if self.median_seconds is not None
@@ -51,8 +52,9 @@ class StudyStatus:
             f"  participants:         {self.participants} ({self.visits_completed} completed, "
             f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
             f"  ratings:              {self.saved} saved in Label Studio, {self.unsaved} waiting "
-            f"to be saved{oldest}, {len(self.failed)} refused by Label Studio, {self.surplus} "
-            f"surplus (kept in the gateway database), {self.late} after their lease expired",
+            f"to be saved{oldest}, {len(self.failed)} refused by Label Studio, {self.shelved} "
+            f"shelved and {self.surplus} surplus (both kept in the gateway database), "
+            f"{self.late} after their lease expired",
             f"  median time per episode: {median}",
             *self._stuck_lines(),
             *self._failure_lines(),
@@ -71,12 +73,14 @@ class StudyStatus:
         if not self.failed:
             return []
         lines = ["refused by Label Studio (kept in the gateway database; fix the cause, then "
-                 "retry each, or all with `sotopia-ls study retry --all`):"]
+                 "retry each, or all with `sotopia-ls study retry --all`; one that can never be "
+                 "saved can be shelved, its slot given to another participant):"]
         for failure in self.failed:
             lines += [
                 f"  assignment {failure.assignment_id} (task {failure.task_id}), "
                 f"{failure.failed_at:%Y-%m-%d %H:%M} UTC: {' '.join(failure.reason.split())}",
                 f"    retry: sotopia-ls study retry --assignment {failure.assignment_id}",
+                f"    or shelve: sotopia-ls study shelve --assignment {failure.assignment_id}",
             ]
         return lines
 
@@ -125,4 +129,5 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         median_seconds=statistics.median(times) if times else None,
         oldest_waiting_seconds=(moment - waiting_since).total_seconds() if waiting_since else None,
         failed=failed_saves(engine, name),
+        shelved=states.get("shelved", 0),
     )

@@ -111,7 +111,8 @@ assignments = Table(
     # leased → saving → saved; leased → expired (its slot went to someone else);
     # a submission that found no slot → surplus (kept here, not sent to Label Studio);
     # saving → failed when Label Studio refused the save itself (``save_failures`` says why),
-    # failed → saving again when a researcher retries it.
+    # failed → saving again when a researcher retries it, or → shelved (kept here, its slot
+    # free for another participant) when it can never be saved.
     Column("state", String(8), nullable=False),
     _time("assigned_at", nullable=False),
     _time("first_shown_at"),

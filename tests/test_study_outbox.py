@@ -22,7 +22,7 @@ from test_study_gateway import Study
 from sotopia_ls.cli import main
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.saving import save_all_waiting
-from sotopia_ls.study.store import assignments
+from sotopia_ls.study.store import assignments, slots
 
 pytestmark = pytest.mark.server
 
@@ -127,18 +127,23 @@ def test_a_rationale_holding_nul_is_saved_without_it(study):
     assert saved["value"]["text"] == ["calm"]
 
 
-def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_retry(
-    study, label_studio: LocalServer, tmp_path
-):
-    # The owner's key was replaced in Label Studio while the gateway ran with the old one.
+def refused_by_label_studio(study: Study, label_studio: LocalServer) -> None:
+    """A participant's rating, then its save refused with a 4xx: the owner's key was replaced
+    in Label Studio while the gateway ran with the old one."""
     revoked = LabelStudio(base_url=label_studio.url, api_key="revoked-" + "0" * 32)
-    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
     someone = study.participant()
     someone.begin()
     assert someone.rate(5).status_code == 200
-
     assert save_all_waiting(study.engine, revoked, "pilot") == 1
     assert save_all_waiting(study.engine, revoked, "pilot") == 0  # not tried again by itself
+
+
+def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_retry(
+    study, label_studio: LocalServer, tmp_path
+):
+    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    refused_by_label_studio(study, label_studio)
+
     shown = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
 
     assert shown.exit_code == 0, shown.output
@@ -149,6 +154,7 @@ def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_r
     assert f"assignment {row.id} (task {row.task_id})" in shown.output
     assert "HTTP 401" in shown.output and "check the API key" in shown.output
     assert f"sotopia-ls study retry --assignment {row.id}" in shown.output
+    assert f"sotopia-ls study shelve --assignment {row.id}" in shown.output
     assert study.annotations() == []
 
     retried = CliRunner().invoke(main, [
@@ -161,6 +167,29 @@ def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_r
     after = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
     assert "1 saved in Label Studio, 0 waiting to be saved, 0 refused" in after.output
     assert "retry" not in after.output
+    check_invariants(study.engine, study.settings)
+
+
+def test_a_refused_rating_that_can_never_be_saved_is_shelved_and_its_slot_given_again(
+    study, label_studio: LocalServer, tmp_path
+):
+    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    refused_by_label_studio(study, label_studio)
+
+    shelved = invoke(main, "study", "shelve", "--study", str(tmp_path / "study.json"), "--all")
+
+    assert shelved.exit_code == 0, shelved.output
+    with study.engine.connect() as conn:
+        (row,) = conn.execute(select(assignments)).all()
+        holders = set(conn.execute(select(slots.c.assignment_id)).scalars())
+    assert shelved.output == f"assignment {row.id}: shelved, its slot free for another participant\n"
+    assert row.state == "shelved" and row.results and row.id not in holders
+    shown = invoke(main, "study", "status", "--study", str(tmp_path / "study.json")).output
+    assert "0 refused by Label Studio, 1 shelved" in shown and "episodes done:        0" in shown
+    assert "retry" not in shown
+    again = invoke(main, "study", "shelve", "--study", str(tmp_path / "study.json"),
+                   "--assignment", str(row.id))
+    assert again.exit_code == 1 and f"has assignment id {row.id}" in again.output
     check_invariants(study.engine, study.settings)
 
 
