@@ -69,6 +69,8 @@ SESSION_COOKIE = "sotopia_study"
 SESSION_DAYS = 2
 # A rating is 28 short answers; 256 KB leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
+TOO_LONG = (f"This rating is too long to save: its rationales together may hold about "
+            f"{MAX_SUBMISSION // 1024} KB. Please shorten the longest ones.")
 MAX_FORM = 4 * 1024
 TASK_CACHE = 4096
 _EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
@@ -231,7 +233,11 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         visit = await current_visit(request)
         check_csrf(request, request.headers.get(CSRF_HEADER))
         try:
-            body = Submission.model_validate_json(await bounded_body(request, MAX_SUBMISSION))
+            raw = await bounded_body(request, MAX_SUBMISSION)
+        except HTTPException as refused:  # 413: the participant is told what to shorten
+            raise HTTPException(refused.status_code, TOO_LONG) from None
+        try:
+            body = Submission.model_validate_json(raw)
         except ValidationError as error:
             raise HTTPException(400, f"This is not a rating the study can read: "
                                 f"{unreadable(error)}.") from None

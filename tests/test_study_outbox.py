@@ -103,11 +103,14 @@ def test_malformed_submissions_are_refused_with_the_problem_named_never_a_server
             json={"assignment": someone.boot["assignment"], "results": results})
         if not 400 <= answer.status_code < 500 or named not in answer.text:
             wrong[case] = (answer.status_code, answer.text[:200])
+    too_long = rating(believability_reasoning_1=rationale(["why " * 70_000]))
     for body, named in ((b"{not json", "body: Invalid JSON"),
-                        (json.dumps({"assignment": 5, "results": []}).encode(), "assignment:")):
+                        (json.dumps({"assignment": 5, "results": []}).encode(), "assignment:"),
+                        (json.dumps({"assignment": someone.boot["assignment"],
+                                     "results": too_long}).encode(), "rationales together")):
         answer = someone.http.post("/s/pilot/submit", content=body, headers={
             "X-CSRF-Token": someone.boot["csrf"], "Content-Type": "application/json"})
-        if answer.status_code != 400 or named not in answer.text:
+        if not 400 <= answer.status_code < 500 or named not in answer.text:
             wrong[named] = (answer.status_code, answer.text[:200])
 
     assert wrong == {}, json.dumps(wrong, indent=1)
