@@ -6,12 +6,16 @@ The export reads top to bottom (``export``): read → validate → encode → wr
                   snapshot (``sotopia_ls.labelstudio.snapshot``)
 - ``chunks``      those bytes cut into JSON arrays of whole tasks
 - ``wire``        the task fields the exporter reads, decoded by msgspec
-- ``validate``    one chunk → score rows and error rows; ``Tally`` accounts for every annotation
-- ``encode``      one validated chunk → its share of each output file, as bytes
+- ``validate``    in a worker: one chunk → score rows, error rows, findings, model rows
+- ``encode``      in a worker: one validated chunk → its share of each output file, as bytes
+- ``accounting``  ``Tally``, ``ErrorRow``, ``Finding``: what accounts for every annotation
+- ``collection``  in the parent: the parts joined in order, then settled: episodes found in
+                  several tasks, repeats across tasks, the audit, model scores, the summary
 - ``shapes``      Sotopia's AnnotationForEpisode / evaluation / aggregated-episode records
 - ``tables``      ``scores_long`` and the oTree ``scores_wide`` layout
 - ``parallel``    validate and encode chunks in worker processes, in order
 - ``write``       one writer per output file, in a staging folder
+- ``rewrite``     the written chunk files rewritten for episodes found in several tasks
 - ``export``      ``export_project``, ``export_file`` → ``ExportResult`` (DataFrames, files)
 - ``agreement``   agreement per dimension
 - ``comparison``  human vs model, qualification, per-annotator figures
@@ -19,10 +23,11 @@ The export reads top to bottom (``export``): read → validate → encode → wr
 - ``commands``    ``sotopia-ls export`` and ``sotopia-ls report``
 """
 
+from .accounting import ErrorRow, Tally
+from .collection import Collection
 from .export import ExportResult, Reading, export_file, export_project
 from .source import file_tasks, project_tasks
 from .tables import long_table, scores_long, wide_table
-from .validate import Collection, ErrorRow, Tally
 from .write import OUTPUT_FILES
 
 __all__ = [

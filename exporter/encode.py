@@ -45,16 +45,12 @@ class Encoding:
 
 @dataclass
 class Encoded:
-    """A chunk's share of the output files: bytes per ``CHUNK_FILES`` name, its
-    ``scores_long`` rows for the Parquet file, and what waits for every chunk: the crowd
-    annotations of episodes that are in several tasks, which ``episodes.jsonl`` aggregates,
-    and those episodes' ``EpisodeLog``s, one of which is written. ``unlogged`` says why an
-    episode has no ``EpisodeLog``."""
+    """A chunk's share of the output files: bytes per ``CHUNK_FILES`` name, and its
+    ``scores_long`` rows for the Parquet file. ``unlogged`` says why an episode has no
+    ``EpisodeLog``."""
 
     pieces: dict[str, bytes]
     long: pa.Table
-    held: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
-    held_logs: dict[str, dict[str, Any]] = field(default_factory=dict)
     unlogged: dict[str, str] = field(default_factory=dict)
 
 
@@ -80,11 +76,10 @@ def csv_rows(table: pa.Table, raw: bool = False) -> bytes:
     return out.getvalue()
 
 
-def encode_part(part: Part, encoding: Encoding,
-                several_tasks: frozenset[str] = frozenset()) -> Encoded:
+def encode_part(part: Part, encoding: Encoding) -> Encoded:
     """The chunk's pieces. All annotations of a task are in one chunk, so its
-    ``episodes.jsonl`` lines are whole, but for the episodes in ``several_tasks``: those are
-    held back for the writer."""
+    ``episodes.jsonl`` lines are whole unless the episode is in several tasks, which only
+    every chunk together shows (``collection``, ``rewrite``)."""
     rows, table = part.rows, part.table
     # Every text cell of the CSV tables comes from the annotation table, a model label, a
     # dimension's key or JSON: when none of the first two looks like a formula, none does.
@@ -96,21 +91,16 @@ def encode_part(part: Part, encoding: Encoding,
     records = list(annotation_records(rows))
     # Ground-truth annotations are references for qualification, not a crowd vote.
     crowd = [index for index, row in enumerate(rows) if not row["ground_truth"]]
-    whole = [index for index in crowd if rows[index]["episode_id"] not in several_tasks]
     pieces = {
         "annotations.jsonl": jsonl(records),
         "evaluations.jsonl": jsonl(evaluation_records(rows)),
-        "episodes.jsonl": jsonl(episode_records([rows[i] for i in whole],
-                                                [records[i] for i in whole])),
-        "episode_logs.jsonl": jsonl(log for episode, log in logs.items()
-                                    if episode not in several_tasks),
+        "episodes.jsonl": jsonl(episode_records([rows[i] for i in crowd],
+                                                [records[i] for i in crowd])),
+        "episode_logs.jsonl": jsonl(logs.values()),
         "scores_long.csv": csv_rows(long, raw),
         "scores_wide.csv": csv_rows(wide_table(table, otree, encoding.model_names), raw),
     }
-    held = [(_aggregated_fields(rows[i]), records[i]) for i in crowd
-            if rows[i]["episode_id"] in several_tasks]
-    held_logs = {episode: log for episode, log in logs.items() if episode in several_tasks}
-    return Encoded(pieces, long, held, held_logs, unlogged)
+    return Encoded(pieces, long, unlogged)
 
 
 def _episode_logs(part: Part) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -123,8 +113,3 @@ def _episode_logs(part: Part) -> tuple[dict[str, dict[str, Any]], dict[str, str]
         except ValueError as error:
             unlogged[episode] = str(error)
     return logs, unlogged
-
-
-def _aggregated_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """What ``episode_records`` reads of a score row."""
-    return {"episode_id": row["episode_id"], "annotator_id": row["annotator_id"]}

@@ -7,18 +7,20 @@ from an export snapshot first). Both run the same pipeline:
 2. validate and encode: each chunk in the worker pool, in order (``parallel``: ``validate``,
    then ``encode``);
 3. write: one writer per output file (``write.Outputs``), in a staging folder that replaces
-   ``out_dir`` as one unit when every file is complete (``sotopia_ls.folders``).
+   ``out_dir`` as one unit when every file is complete (``sotopia_ls.folders``), while the
+   parent collects what the parts account for (``collection``).
 
-An episode found in several tasks (two imports that ran at once, a task copied by hand) shows
-up while reading; the export then reads once more knowing it, so that an annotator counts once
-per episode and ``episodes.jsonl`` aggregates the episode whole.
+The input is read once. An episode found in several tasks (two imports that ran at once, a
+task copied by hand) is settled when every chunk is in (``Collection.settle``): an annotator
+counts once per episode, and the files already written are rewritten from the staging folder
+(``rewrite``) so that ``episodes.jsonl`` aggregates the episode whole.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -35,12 +37,14 @@ from ..errors import InvalidInput
 from ..folders import replaced_folder
 from ..labelstudio.client import annotator_emails, find_project, project_predictions
 from ..labelstudio.snapshot import project_reads
+from .accounting import Tally
 from .chunks import CHUNK_BYTES, regions, task_chunks
+from .collection import Collection
 from .encode import Encoding
 from .parallel import default_workers, read_parts
 from .source import file_reads
 from .tables import frame, scores_long
-from .validate import Collection, Settings, Tally
+from .validate import Settings
 from .write import OUTPUT_FILES, Outputs
 
 if TYPE_CHECKING:
@@ -55,11 +59,14 @@ class ExportResult:
     """
 
     collection: Collection
-    several_tasks: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def tally(self) -> Tally:
         return self.collection.tally
+
+    @property
+    def several_tasks(self) -> dict[str, list[int]]:
+        return self.collection.repeats.several_tasks
 
     @cached_property
     def table(self) -> pa.Table:
@@ -123,14 +130,17 @@ def _one_pass(
     collection = Collection()
     outputs = (Outputs(staging, encoding.raw_csv)
                if staging is not None and encoding is not None else None)
+    status = path.stat()
+    size = status.st_size if stat.S_ISREG(status.st_mode) else None
     try:
-        with _bar(path.stat().st_size, progress, "export, checking" if exact else "export") as bar:
+        with _bar(size, progress, "export, checking" if exact else "export") as bar:
             for part, encoded in read_parts(chunks, settings, encoding, reading.workers,
                                                  reading.chunk_bytes):
                 if outputs is not None and encoded is not None:
                     outputs.add(encoded)
                 collection.add(part)
                 bar.update(part.size)
+        collection.settle()
         if outputs is not None:
             outputs.finish(collection, collection.model_scores())
     finally:
@@ -145,7 +155,10 @@ def _read(
 ) -> Collection:
     """One pass; a refused chunk is checked by reading the file again with exact cuts, which
     names the real fault (a region cut inside a task, which only text made to look like JSON
-    can cause, is then read right)."""
+    can cause, is then read right). A pipe, which can be read only once and has no regions,
+    is read with exact cuts at once."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        return _one_pass(path, settings, encoding, reading, staging, progress, exact=True)
     try:
         return _one_pass(path, settings, encoding, reading, staging, progress, exact=False)
     except InvalidInput:
@@ -158,14 +171,7 @@ def _export(
 ) -> ExportResult:
     encoding_used = encoding if staging is not None else None
     with _collector_paused():
-        collection = _read(path, settings, encoding_used, reading, staging, progress)
-        several = collection.several_tasks()
-        if several:
-            settings = dataclasses.replace(
-                settings, several_tasks=frozenset(several), superseded=collection.superseded()
-            )
-            collection = _read(path, settings, encoding_used, reading, staging, progress)
-    return ExportResult(collection, several)
+        return ExportResult(_read(path, settings, encoding_used, reading, staging, progress))
 
 
 def _owned(name: str) -> bool:

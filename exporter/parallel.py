@@ -80,8 +80,7 @@ def process_chunk(chunk: bytes | Region, settings: Settings, encoding: Encoding 
     """Validate a chunk and, with an ``encoding``, encode it. The part leaves behind its rows
     and task data, which its table and pieces now hold: they would only cost a pickling."""
     part = validate_chunk(chunk, settings)
-    encoded = (encode_part(part, encoding, settings.several_tasks)
-               if encoding is not None else None)
+    encoded = encode_part(part, encoding) if encoding is not None else None
     part.rows, part.data = [], {}
     return part, encoded
 

@@ -68,6 +68,8 @@ LONG_COLUMNS: tuple[str, ...] = (
 WIDE_COLUMNS: tuple[str, ...] = ("", "model", "pk", "data", "prolific_id", *SCORE_FIELDS)
 
 _PAIRS = [(agent, key) for agent in AGENTS for key in DIMENSION_KEYS]
+# ``long_table`` rows per annotation.
+LONG_ROWS_PER_ANNOTATION = len(_PAIRS)
 
 
 @cache

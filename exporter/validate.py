@@ -1,28 +1,30 @@
-"""Validate: one chunk of exported tasks → a ``Part``, every annotation counted and placed once.
+"""Validate, in a worker: one chunk of exported tasks → a ``Part``, every annotation counted
+and placed once.
 
 ``validate_chunk`` decodes a chunk of whole tasks (``chunks``, ``wire``) and turns it into a
 ``Part``: one flat score row per valid annotation (identifiers, timing and the flat form of
 ``sotopia_ls.scores``, read by ``sotopia_ls.labelstudio.results``), an error row per reason an
 annotation was refused, each episode's model scores (every judge's evaluation kept in its
-task's meta, else its latest prediction) and the counts that account for every annotation
-(``Tally``). It is a pure function of the chunk and the ``Settings``, so chunks are validated
-in worker processes and their parts joined, in order, into a ``Collection``.
+task's meta, else its latest prediction), the audit's findings and the counts that account for
+every annotation (``accounting``). It is a pure function of the chunk and the ``Settings``:
+what needs every chunk (an annotator who rated an episode again in another task) is the
+parent's, in ``collection``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import ValidationError
 
 from ..dimensions import AGENTS, DIMENSION_KEYS
 from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
 from ..labelstudio.tasks import EVALUATION, JUDGES, stored_judges
 from ..scores import Evaluation
+from .accounting import ErrorRow, Finding, Tally, repeat_refusal
 from .chunks import Region
 from .tables import annotation_table
 from .wire import Annotation, Data, Task, decode_tasks
@@ -30,45 +32,12 @@ from .wire import Annotation, Data, Task, decode_tasks
 if TYPE_CHECKING:
     import pyarrow as pa
 
-MODEL_SCORE_COLUMNS: tuple[str, ...] = ("episode_id", "agent", "dimension", "score", "evaluator")
-
 ModelRow = tuple[str, int, str, int, str]
-
-
-@dataclass(frozen=True)
-class ErrorRow:
-    """One reason an annotation was refused; a line of ``errors.jsonl``."""
-
-    task_id: int | None
-    annotation_id: int | None
-    annotator: str
-    field: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something the export saw that a study should not have: a line of ``audit.jsonl``.
-
-    ``kind`` is one of ``AUDIT_KINDS``."""
-
-    kind: str
-    task_id: int | None
-    annotation_id: int | None
-    annotator: str
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-AUDIT_KINDS: tuple[str, ...] = (
-    "edited_by_another_user", "more_annotations_than_overlap", "repeated_annotator",
-    "episode_in_several_tasks",
-)
+# An exported annotation, as the parent needs it once every chunk is in: (episode, task,
+# annotator, annotation id, ground truth, and where its task's refusals and findings end in
+# the part's lists, where a refusal as a repeat across tasks goes). A plain tuple: a part
+# carries thousands, and a named one pickles four times slower.
+Rated = tuple[str, int, str, int, bool, int, int]
 
 
 def _user_id(value: Any) -> int | None:
@@ -100,35 +69,6 @@ def author_of(completed_by: Any, settings: Settings) -> Author | None:
     return Author(user, name, identity)
 
 
-@dataclass
-class Tally:
-    """Counts that account for every annotation: ``total = exported + rejected + cancelled``."""
-
-    tasks: int = 0
-    total: int = 0
-    exported: int = 0
-    rejected: int = 0
-    cancelled: int = 0
-    duplicates: int = 0
-    ground_truth: int = 0
-    drafts: int = 0
-    invalid_model_evaluations: int = 0
-
-    @property
-    def balanced(self) -> bool:
-        return self.total == self.exported + self.rejected + self.cancelled
-
-    def reconciliation(self) -> str:
-        return (
-            f"{self.total} annotations = {self.exported} exported + {self.rejected} rejected "
-            f"+ {self.cancelled} cancelled/skipped"
-        )
-
-    def add(self, other: Tally) -> None:
-        for name in (f.name for f in fields(self)):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
 @dataclass(frozen=True)
 class Settings:
     """What validating a chunk needs besides its bytes (handed to each worker once)."""
@@ -141,11 +81,6 @@ class Settings:
     overlap: int | None = None
     # task id → {"result", "model_version"}: model scores of tasks without a stored evaluation.
     predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
-    # Known after a first reading, when an episode is in several tasks (``Collection``):
-    # those episodes, and each annotation whose annotator later annotated the same episode
-    # again in another task, with that later annotation's id.
-    several_tasks: frozenset[str] = frozenset()
-    superseded: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,88 +97,11 @@ class Part:
     model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
     # Each episode's task data, for the files that show the episode.
     data: dict[str, Data] = field(default_factory=dict)  # type: ignore[valid-type]
-    # (episode, task, annotator, annotation) of each exported annotation.
-    keys: list[tuple[str, int, str, int]] = field(default_factory=list)
+    # Each exported annotation, in the order of ``rows``.
+    rated: list[Rated] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     # name in the exports → identity, of every annotator seen.
     identities: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Collection:
-    """Parts joined in input order."""
-
-    tally: Tally = field(default_factory=Tally)
-    tables: list[pa.Table] = field(default_factory=list)
-    errors: list[ErrorRow] = field(default_factory=list)
-    model_rows: dict[str, list[ModelRow]] = field(default_factory=dict)
-    keys: list[tuple[str, int, str, int]] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    identities: dict[str, str] = field(default_factory=dict)
-
-    def add(self, part: Part) -> None:
-        self.tally.add(part.tally)
-        if part.table is not None:
-            self.tables.append(part.table)
-        self.errors.extend(part.errors)
-        for episode, rows in part.model_rows.items():
-            self.model_rows.setdefault(episode, rows)
-        self.keys.extend(part.keys)
-        self.findings.extend(part.findings)
-        self.identities.update(part.identities)
-
-    def audit_findings(self) -> list[Finding]:
-        """Every finding, and one for each episode found in several tasks."""
-        return self.findings + [
-            Finding("episode_in_several_tasks", tasks[0], None, "",
-                    f"episode {episode} is in tasks {', '.join(map(str, tasks))}")
-            for episode, tasks in self.several_tasks().items()
-        ]
-
-    def audit(self) -> dict[str, int]:
-        """How many findings of each kind."""
-        findings = self.audit_findings()
-        return {kind: sum(f.kind == kind for f in findings) for kind in AUDIT_KINDS}
-
-    def several_tasks(self) -> dict[str, list[int]]:
-        """``episode → its task ids`` for every episode found in more than one task."""
-        first: dict[str, int] = {}
-        several: dict[str, set[int]] = {}
-        for episode, task, _, _ in self.keys:
-            if first.setdefault(episode, task) != task:
-                several.setdefault(episode, {first[episode]}).add(task)
-        return {episode: sorted(ids) for episode, ids in several.items()}
-
-    def superseded(self) -> dict[int, int]:
-        """``annotation → the same annotator's later annotation of the same episode`` in
-        another task: one annotator is one rating of an episode."""
-        latest: dict[tuple[str, str], int] = {}
-        superseded: dict[int, int] = {}
-        for episode, _, annotator, annotation in sorted(self.keys, key=lambda key: key[3]):
-            earlier = latest.get((episode, annotator))
-            if earlier is not None:
-                superseded[earlier] = annotation
-            latest[(episode, annotator)] = annotation
-        return superseded
-
-    def table(self) -> pa.Table:
-        """One row per exported annotation: identifiers, timing and the 28 oTree fields."""
-        import pyarrow as pa
-
-        self.tables = [pa.concat_tables(self.tables or [annotation_table([])])]
-        return self.tables[0]
-
-    def error_table(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            [error.to_dict() for error in self.errors],
-            columns=["task_id", "annotation_id", "annotator", "field", "reason"],
-        )
-
-    def model_scores(self) -> pd.DataFrame:
-        """The episodes' model evaluations: one row per episode × judge × agent × dimension,
-        the judge named in ``evaluator``."""
-        return pd.DataFrame([row for rows in self.model_rows.values() for row in rows],
-                            columns=list(MODEL_SCORE_COLUMNS))
 
 
 def _stored_evaluations(task: Task, tally: Tally) -> list[Evaluation]:
@@ -424,33 +282,22 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
         predicted = _predicted_evaluation(_latest_prediction(task, settings))
         evaluations = _stored_evaluations(task, tally) or ([predicted] if predicted else [])
         part.model_rows[episode_id] = _model_rows(episode_id, evaluations)
-    kept = [row for row in _keep_latest_per_annotator(task_rows, part)
-            if not _superseded(row, settings, part)]
+    kept = _keep_latest_per_annotator(task_rows, part)
     tally.exported += len(kept)
     tally.ground_truth += sum(row["ground_truth"] for row in kept)
     part.rows.extend(kept)
-    part.keys.extend((episode_id, task.id, row["annotator_id"], row["annotation_id"])
-                     for row in kept)
-
-
-def _superseded(row: dict[str, Any], settings: Settings, part: Part) -> bool:
-    later = settings.superseded.get(row["annotation_id"])
-    if later is None:
-        return False
-    _refuse_repeat(row, f"duplicate: the same annotator also annotated episode "
-                   f"{row['episode_id']} in another task (annotation {later}); only the latest "
-                   "is kept", part)
-    return True
+    ends = len(part.errors), len(part.findings)
+    part.rated.extend((episode_id, task.id, row["annotator_id"], row["annotation_id"],
+                       row["ground_truth"], *ends) for row in kept)
 
 
 def _refuse_repeat(row: dict[str, Any], reason: str, part: Part) -> None:
-    """An annotator's earlier rating of an episode they rated again: refused, and audited."""
     part.tally.duplicates += 1
     part.tally.rejected += 1
-    part.errors.append(ErrorRow(row["task_id"], row["annotation_id"], row["annotator_id"], "",
-                                reason))
-    part.findings.append(Finding("repeated_annotator", row["task_id"], row["annotation_id"],
-                                 row["annotator_id"], reason))
+    error, finding = repeat_refusal(row["task_id"], row["annotation_id"], row["annotator_id"],
+                                    reason)
+    part.errors.append(error)
+    part.findings.append(finding)
 
 
 def validate_chunk(chunk: bytes | Region, settings: Settings) -> Part:

@@ -14,7 +14,8 @@
     annotator_identities.csv   pseudonym → identity (email): private (mode 0600), not to share
 
 The first six grow a chunk at a time (``Outputs.add``); the rest are written once every
-chunk is in (``Outputs.finish``).
+chunk is in (``Outputs.finish``), when an episode found in several tasks also has the first
+six rewritten (``rewrite``).
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ from __future__ import annotations
 import json
 import os
 from contextlib import ExitStack
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
 import pandas as pd
 
+from .collection import Collection
 from .encode import CHUNK_FILES, Encoded, csv_header, csv_rows, jsonl
-from .shapes import episode_records
+from .rewrite import rewrite
 from .tables import LONG_COLUMNS, WIDE_COLUMNS, annotation_table, long_table, with_pandas_types
-from .validate import Collection
 
 OUTPUT_FILES: tuple[str, ...] = (
     "annotations.jsonl",
@@ -67,8 +67,6 @@ class Outputs:
 
         self.folder = folder
         self.raw_csv = raw_csv
-        self._held: list[tuple[dict, dict]] = []
-        self._held_logs: dict[str, dict] = {}
         self._unlogged: dict[str, str] = {}
         self._stack = ExitStack()
         self._files: dict[str, IO[bytes]] = {}
@@ -85,27 +83,19 @@ class Outputs:
         for name, piece in encoded.pieces.items():
             self._files[name].write(piece)
         self._parquet.write_table(encoded.long.replace_schema_metadata(self._schema.metadata))
-        self._held.extend(encoded.held)
-        for episode, log in encoded.held_logs.items():
-            self._held_logs.setdefault(episode, log)
         self._unlogged.update(encoded.unlogged)
 
     def finish(self, collection: Collection, model_scores: pd.DataFrame) -> None:
-        """The files made from all annotations at once; then every file is closed."""
-        if self._held:
-            rows, records = zip(*self._held)
-            self._files["episodes.jsonl"].write(jsonl(episode_records(rows, records)))
-        self._files["episode_logs.jsonl"].write(jsonl(self._held_logs.values()))
+        """The files made from all annotations at once; every file is closed."""
         self._stack.close()
+        if collection.repeats.several_tasks:
+            rewrite(self.folder, collection.repeats, self._schema)
         write_csv(model_scores, self.folder / "model_scores.csv", self.raw_csv)
         (self.folder / "errors.jsonl").write_bytes(jsonl(e.to_dict() for e in collection.errors))
         (self.folder / "audit.jsonl").write_bytes(
             jsonl(finding.to_dict() for finding in collection.audit_findings()))
-        tally = collection.tally
-        summary = asdict(tally) | {"balanced": tally.balanced, "audit": collection.audit(),
-                                   "episodes_in_several_tasks": collection.several_tasks(),
-                                   "episodes_without_episode_log": self._unlogged}
-        (self.folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (self.folder / "summary.json").write_text(
+            json.dumps(collection.summary(self._unlogged), indent=2) + "\n")
         write_identities(collection.identities, self.folder / "annotator_identities.csv",
                          self.raw_csv)
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -142,6 +146,77 @@ def test_an_annotator_who_rated_an_episode_in_two_tasks_counts_once(tasks, tmp_p
     refused = result.errors.set_index("annotation_id")["reason"]
     assert set(refused.index) == {10, 11}
     assert refused[10].startswith(f"duplicate: the same annotator also annotated episode {episode}")
+    # Both its ratings in task 1 were replaced; the episode is still in two tasks.
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["episodes_in_several_tasks"] == {episode: [1, len(tasks)]}
+    assert summary["audit"]["episode_in_several_tasks"] == 1
+
+
+class _OneTimePipe(threading.Thread):
+    """A named pipe that gives ``content`` to its first reader and an empty read to any later
+    one, counting the readers."""
+
+    def __init__(self, path: Path, content: bytes) -> None:
+        super().__init__(daemon=True)
+        os.mkfifo(path)
+        self.path, self.content, self.readers = path, content, 0
+        self.closing = threading.Event()
+
+    def run(self) -> None:
+        while not self.closing.is_set():
+            try:
+                with self.path.open("wb", buffering=0) as pipe:  # waits for a reader
+                    if self.closing.is_set():
+                        return
+                    self.readers += 1
+                    if self.readers == 1:
+                        pipe.write(self.content)
+            except BrokenPipeError:  # the reader left without reading it all
+                pass
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """Wait until no reader holds the pipe open: opening it to write without waiting
+        fails exactly then."""
+        while not self.closing.is_set():
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                return
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.closing.set()
+        os.close(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK))  # lets the waiting open return
+        self.join()
+
+
+@contextmanager
+def one_time_pipe(path: Path, content: bytes) -> Iterator[_OneTimePipe]:
+    pipe = _OneTimePipe(path, content)
+    pipe.start()
+    try:
+        yield pipe
+    finally:
+        pipe.close()
+
+
+def test_an_export_piped_in_is_read_once_even_with_an_episode_in_two_tasks(tasks, tmp_path):
+    source = tmp_path / "export.json"
+    episode = _first_episode_again_last(tasks, source, annotators=(1, 2))
+    reading = Reading(workers=2, chunk_bytes=30000)
+    with one_time_pipe(tmp_path / "export.pipe", source.read_bytes()) as pipe:
+        piped = export_file(pipe.path, tmp_path / "piped", reading=reading)
+    assert pipe.readers == 1
+    assert piped.several_tasks == {episode: [1, len(tasks)]} and piped.tally.duplicates == 2
+    export_file(source, tmp_path / "from_file", reading=reading)
+    for name in OUTPUT_FILES:
+        if name.endswith(".parquet"):  # row groups follow the chunks, cut differently
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "piped" / name),
+                                          pd.read_parquet(tmp_path / "from_file" / name))
+        else:
+            assert (tmp_path / "piped" / name).read_bytes() == \
+                   (tmp_path / "from_file" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize(
