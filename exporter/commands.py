@@ -236,6 +236,6 @@ def report_command(
                                     with_predictions=with_predictions,
                                     keep_identities=keep_identities, reading=Reading(workers),
                                     progress=True, **settings)
-    click.echo(report.tally.reconciliation())
+    click.echo(report.inputs.tally.reconciliation())
     click.echo(f"wrote {output / 'report.html'}")
 

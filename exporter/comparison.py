@@ -16,6 +16,7 @@ on the episodes that judge evaluated: which judge agrees with people is the ques
   absolute distance from it; ``*_difference`` = model − human, with bootstrap intervals. The
   ``verdict`` reads the distance difference's interval: "closer than a human" (wholly below
   0), "as close as a human" (contains 0) or "farther than a human" (wholly above 0).
+- ``model_coverage``: per dimension, the units rated and how many of them a judge evaluated.
 - ``qualification``: each annotator against reference ratings; an annotator passes when every
   score on every reference unit is within ±2 of the reference (the rule of Sotopia-π's pilot
   study).
@@ -224,6 +225,22 @@ def _against_noise(judge: str, rows: pd.DataFrame, bootstrap: Bootstrap) -> list
         row["verdict"] = _verdict(*interval[NOISE_STATISTICS.index("mad_difference")])
         table.append(row)
     return table
+
+
+def model_coverage(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
+    """Per dimension: the episodes and units (episode × agent) the crowd rated, and how many
+    of them have a model score to compare with."""
+    rated = long[["episode_id", "agent", "dimension"]].drop_duplicates()
+    scored = model_scores[["episode_id", "agent", "dimension"]].drop_duplicates()
+    both = rated.merge(scored, on=["episode_id", "agent", "dimension"])
+    rows = []
+    for key in DIMENSION_KEYS:
+        units, paired = rated[rated["dimension"] == key], both[both["dimension"] == key]
+        rows.append({"dimension": key, "episodes": units["episode_id"].nunique(),
+                     "units": len(units), "episodes_with_model": paired["episode_id"].nunique(),
+                     "units_with_model": len(paired)})
+    return pd.DataFrame(rows, columns=["dimension", "episodes", "units", "episodes_with_model",
+                                       "units_with_model"])
 
 
 def qualification(long: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,8 @@ import pytest
 from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.exporter import Tally
 from sotopia_ls.exporter.commands import report_command
-from sotopia_ls.exporter.report import ALPHA_CHART_ALT, alpha_chart, build_report
+from sotopia_ls.exporter.plots import ALPHA_CHART_ALT, alpha_chart
+from sotopia_ls.exporter.report import build_report
 
 from conftest import invoke, read_study
 
@@ -176,7 +177,7 @@ def test_the_report_says_how_many_episodes_had_a_model_score_and_why_a_figure_is
     assert "1 of 42 rated episodes (2 of 84 episode × agent units) carry a model evaluation" in html
     assert "blank (–) with fewer than 3 paired units" in html
     assert report.human_vs_model["pearson"].isna().all()
-    coverage = report.coverage.set_index("dimension")
+    coverage = report.model_coverage.set_index("dimension")
     assert (coverage["units"] == 84).all() and (coverage["units_with_model"] == 2).all()
 
 

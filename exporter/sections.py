@@ -1,0 +1,315 @@
+"""The report's sections: each one object that says how it is computed, whether its result is
+written as a table, how it is shown and its note; ``SECTIONS`` lists them in page order.
+
+``build_report`` computes them in that order, ``Report.write`` writes their tables and the page
+shows them in that order; none of those loops knows a section by name. A report statistic is
+one ``Section`` added to ``SECTIONS`` (and its compute function, in the module that defines
+the measure): ``build_report(..., sections=SECTIONS + (mine,))`` adds one for a single report.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ..dimensions import RUBRIC
+from .accounting import AUDIT_KINDS, Tally
+from .agreement import agreement_breakdown, agreement_table
+from .bootstrap import Bootstrap
+from .comparison import (
+    annotator_table,
+    human_vs_model,
+    model_coverage,
+    model_vs_human_noise,
+    paired_scores,
+    qualification,
+)
+from .page import FLAG, estimate, note, number, section, shown, table
+from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
+from .sotopia_pi import PI_COLUMNS
+
+if TYPE_CHECKING:
+    from .report import Report
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the sections are computed from."""
+
+    long: pd.DataFrame  # the crowd's ratings: scores_long without the reference ratings
+    model_scores: pd.DataFrame
+    reference: pd.DataFrame | None  # ground-truth and reference-file ratings, if any
+    tally: Tally
+    audit: pd.DataFrame  # every audit finding of the export (``Finding`` as rows)
+    bootstrap: Bootstrap
+
+
+Results = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report.
+
+    ``compute(inputs, results)`` reads the inputs and the results of the sections before it
+    (by name); what it returns is the section's result, ``report.<name>``. With ``table``, a
+    result that is a DataFrame is written as ``<name>.csv`` (a result of None writes nothing).
+    ``render(result, report, note)`` is the section's HTML, "" for none.
+    """
+
+    name: str
+    compute: Callable[[Inputs, Results], Any]
+    render: Callable[[Any, Report, str], str]
+    note: str = ""
+    table: bool = True
+
+
+def earlier(name: str) -> Callable[[Inputs, Results], Any]:
+    """A compute that takes the result of an earlier section: a second view of the same table."""
+    return lambda inputs, results: results[name]
+
+
+def shown_nowhere(result: Any, report: Report, note: str) -> str:
+    """For a section whose result another section shows."""
+    return ""
+
+
+# --- the numbers behind the page -------------------------------------------------------------
+
+# Figures that read as high agreement on a near-constant dimension without measuring any.
+FLAGGED_COLUMNS = ("alpha", "icc1", "icc1k", "pairs_exact", "pairs_within_2",
+                   "randolph_kappa_rubric_binary", *PI_COLUMNS[1:])
+BREAKDOWN_SHOWN = ["group", "dimension", "units", "ratings", "alpha", "icc1", "icc1k",
+                   "pairs_exact", "pairs_within_2", "randolph_kappa_rubric_binary"]
+BREAKDOWNS = (("model pair", "Agreement by model pair",
+               "model pair (the episodes' source tag, else their models)"),
+              ("agent", "Agreement by agent position", "agent position"))
+
+
+def bootstrap_note(report: Report) -> str:
+    resampling = report.inputs.bootstrap
+    if resampling.resamples <= 0:
+        return note("No bootstrap intervals were drawn (--bootstrap 0).")
+    return note(
+        f"[low, high]: {resampling.level:.0%} percentile bootstrap intervals from "
+        f"{resampling.resamples} resamples of the {report.inputs.long['episode_id'].nunique()} "
+        f"episodes (both agents of an episode move together), seed {resampling.seed}; "
+        f"--bootstrap {resampling.resamples} --seed {resampling.seed} reproduces them."
+    )
+
+
+def _flag_note(agreement: pd.DataFrame) -> str:
+    flagged = agreement.loc[agreement["low_variance"], "dimension"].tolist()
+    if not flagged:
+        return ""
+    return (f'<p class="flag">Near-constant ratings ({FLAG}): α is undefined or meaningless, '
+            "and κ, the pair shares and Sotopia-π's figures are high only because there is "
+            f'nothing to disagree about: {html.escape(", ".join(flagged))}</p>')
+
+
+def _annotations(tally: Tally, report: Report, _: str) -> str:
+    return section(
+        "Annotations",
+        note(tally.reconciliation() + (" ✔" if tally.balanced else " ✘ does not add up")),
+        note(f"{tally.tasks} tasks; {tally.duplicates} duplicate annotations (same annotator, "
+             f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
+             f"{tally.ground_truth} ground-truth annotations used as reference."),
+    )
+
+
+def _audit(audit: pd.DataFrame, report: Report, text: str) -> str:
+    counts = audit["kind"].value_counts() if len(audit) else pd.Series(dtype=int)
+    lines = ", ".join(f"{kind.replace('_', ' ')}: {int(counts.get(kind, 0))}"
+                      for kind in AUDIT_KINDS)
+    first = audit.head(50)
+    return section("Study integrity", note(text), note(lines), table(first) if len(first) else "")
+
+
+def _agreement(agreement: pd.DataFrame, report: Report, text: str) -> str:
+    columns = [c for c in agreement.columns if not c.endswith(("_ci_low", "_ci_high"))
+               and not c.startswith(("pi_", "bootstrap_"))]
+    return section(
+        "Agreement per dimension", note(text), bootstrap_note(report),
+        png(alpha_chart(agreement), ALPHA_CHART_ALT),
+        table(shown(agreement, columns, FLAGGED_COLUMNS)), _flag_note(agreement),
+    )
+
+
+def _breakdown(breakdown: pd.DataFrame, report: Report, text: str) -> str:
+    return "".join(
+        section(title, note(text.format(what=what)),
+                table(shown(breakdown[breakdown["breakdown"] == name], BREAKDOWN_SHOWN,
+                            FLAGGED_COLUMNS)))
+        for name, title, what in BREAKDOWNS
+    )
+
+
+def _pi_view(inputs: Inputs, results: Results) -> pd.DataFrame:
+    agreement = results["agreement"]
+    return agreement.assign(
+        rubric_max_abs=[RUBRIC[key].max_abs for key in agreement["dimension"]],
+        pi_divisor=agreement["pi_divisor"].map(lambda v: "–" if pd.isna(v) else f"{v:g}"),
+    )
+
+
+def _sotopia_pi(pi: pd.DataFrame, report: Report, text: str) -> str:
+    return section("Comparable with Sotopia-π", note(text), table(shown(
+        pi, ["dimension", "units", "ratings", "rubric_max_abs", *PI_COLUMNS], FLAGGED_COLUMNS)))
+
+
+def _coverage_note(coverage: pd.DataFrame, paired: pd.DataFrame, long: pd.DataFrame) -> str:
+    """How many episodes and units have a model score, and why a figure may be blank."""
+    episodes = int(long["episode_id"].nunique())
+    with_model = int(paired["episode_id"].nunique()) if not paired.empty else 0
+    units = int(coverage["units"].max()) if len(coverage) else 0
+    paired_units = int(coverage["units_with_model"].max()) if len(coverage) else 0
+    return note(
+        f"{with_model} of {episodes} rated episodes ({paired_units} of {units} episode × agent "
+        "units) carry a model evaluation (a stored Sotopia evaluation, a judge's from sotopia-ls "
+        "evaluate, or with --with-predictions a backend's prediction); the others are left out "
+        "of this section. "
+        "A correlation is blank (–) with fewer than 3 paired units, or where the human means or "
+        "the model's scores do not vary."
+    )
+
+
+def _human_vs_model(comparison: pd.DataFrame, report: Report, text: str) -> str:
+    paired = report.paired
+    coverage = _coverage_note(report.model_coverage, paired, report.inputs.long)
+    if paired.empty:
+        return section("Human vs model", coverage, note(
+            "No rated episode in this export has a model evaluation to compare with."))
+    return section(
+        "Human vs model", coverage, note(text), bootstrap_note(report),
+        table(shown(comparison, ["evaluator", "dimension", "n", "pearson", "pearson_p",
+                                 "spearman", "spearman_p", "mse", "bias"])),
+        scatter_plot(paired),
+    )
+
+
+def _noise(noise: pd.DataFrame, report: Report, text: str) -> str:
+    if report.paired.empty:  # no model evaluation: the section above says so
+        return ""
+    return section("Model against the spread between humans", note(text), table(shown(
+        noise, ["evaluator", "dimension", "units", "rows", "human_human_r", "model_human_r",
+                "r_difference", "human_human_mad", "model_human_mad", "mad_difference",
+                "verdict"])))
+
+
+def _qualification(passed: pd.DataFrame | None, report: Report, text: str) -> str:
+    if passed is None:
+        return section("Qualification", note(
+            "No reference ratings (ground-truth annotations or a reference file) were given."))
+    return section("Qualification", note(text), table(passed))
+
+
+def _annotators(annotators: pd.DataFrame, report: Report, text: str) -> str:
+    return section("Annotators", table(annotators))
+
+
+def _dimension_summary(row: pd.Series) -> str:
+    def figure(name: str) -> str:
+        return estimate(row[name], row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high"))
+
+    summary = (f"α = {figure('alpha')}, ICC(1,1) = {figure('icc1')}, "
+               f"ICC(1,k) = {figure('icc1k')}, exact pairs = {number(row['pairs_exact'])}, "
+               f"pairs within ±2 = {number(row['pairs_within_2'])}, κ (rubric binary) = "
+               f"{number(row['randolph_kappa_rubric_binary'])}, {row['units']} units")
+    if row["low_variance"]:
+        summary += f" {FLAG} near-constant: none of these measures agreement"
+    return summary
+
+
+def _distributions(agreement: pd.DataFrame, report: Report, text: str) -> str:
+    rows = agreement.set_index("dimension")
+    return "".join(
+        section(f"{dimension.label} ({dimension.range_text})",
+                note(_dimension_summary(rows.loc[dimension.key])),
+                distribution_plot(report.inputs.long, dimension.key))
+        for dimension in RUBRIC.dimensions
+    )
+
+
+# --- the notes -------------------------------------------------------------------------------
+
+AUDIT_NOTE = (
+    "What a study should not have, seen in the export: an annotation last saved by another "
+    "user (Label Studio Community lets any annotator edit anyone's), an annotator's repeated "
+    "rating of an episode (only the latest counts), a task with more submitted annotations "
+    "than the project asks for, an episode found in several tasks. Each is listed in "
+    "audit.jsonl and audit.csv with task, annotation and annotator.")
+AGREEMENT_NOTE = (
+    "Units are episode × agent with at least two annotators; every rating of a unit is used. "
+    "alpha: Krippendorff's α, interval level, on the scores (the headline figure). icc1: "
+    "one-way random ICC(1,1), the reliability of one annotator's score; icc1k: ICC(1,k), the "
+    "reliability of the mean of icc_k0 annotators, the human mean the model is compared with "
+    "(one-way ANOVA, unbalanced design). pairs_exact / pairs_within_2: share of annotator "
+    "pairs on a unit giving the same score / scores at most 2 apart, averaged over units. "
+    "randolph_kappa_rubric_binary: Randolph's free-marginal κ on round(score / max|rubric "
+    "range|), every code the rubric allows counted as a category. std, modal_share: spread "
+    "of all ratings."
+)
+BREAKDOWN_NOTE = (
+    "The same figures within each {what}; the intervals resample the episodes of the group."
+)
+SOTOPIA_PI_NOTE = (
+    "Computed as Sotopia-π's human_eval/agreement.py computes them (sotopia-lab/sotopia-pi, "
+    "branch feature/add-human-eval-agreement-code, commit 5756713), pooled over model pairs "
+    "and both agents, to set this study next to that paper's numbers; they are not the "
+    "figures above. Codes: round(score / pi_divisor), pi_divisor being the largest |score| "
+    "observed, not the rubric's max|range| (rubric_max_abs). pi_pairwise_agreement: per unit, "
+    "the mean over annotator pairs of 1 − |code₁ − code₂|, averaged over units. pi_alpha: "
+    "1 − (1 − pairwise) / (1 − chance), chance being that agreement between two different "
+    "ratings drawn from all codes. pi_randolph_kappa: Randolph's κ on the codes with the "
+    "categories observed, each unit with its own number of annotators (their script's "
+    "two-annotator formula exceeds 1 on a unit with three); 1 when one code is observed, as "
+    "in their script."
+)
+HUMAN_VS_MODEL_NOTE = (
+    "Per judge (evaluator: the stored evaluation's model, and each model sotopia-ls evaluate "
+    "asked), annotator-averaged human scores against the judge's evaluation on the episodes it "
+    "evaluated, both agents pooled: Pearson and Spearman with p-values and intervals, MSE, "
+    "bias = mean(human − model). The human mean is itself only as reliable as icc1k above."
+)
+NOISE_NOTE = (
+    "Is the model as close to the humans as one more human would be? On each unit with two "
+    "annotators or more, each annotator in turn is held out and the mean of the unit's other "
+    "annotators is the target. human_human_*: the held-out annotator against the target; "
+    "model_human_*: the model against the same target. r: Pearson over unit × held-out "
+    "annotator rows; mad: mean absolute distance; *_difference: model − human. verdict, from "
+    "the interval of mad_difference: closer than a human (wholly below 0), as close as a "
+    "human (contains 0), farther than a human (wholly above 0)."
+)
+QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of the reference."
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("annotations", lambda inputs, results: inputs.tally, _annotations, table=False),
+    Section("audit", lambda inputs, results: inputs.audit, _audit, AUDIT_NOTE),
+    Section("agreement", lambda inputs, results: agreement_table(inputs.long, inputs.bootstrap),
+            _agreement, AGREEMENT_NOTE),
+    Section("agreement_breakdown",
+            lambda inputs, results: agreement_breakdown(inputs.long, inputs.bootstrap),
+            _breakdown, BREAKDOWN_NOTE),
+    Section("sotopia_pi", _pi_view, _sotopia_pi, SOTOPIA_PI_NOTE, table=False),
+    # The two below are shown in the human-vs-model section.
+    Section("model_coverage",
+            lambda inputs, results: model_coverage(inputs.long, inputs.model_scores),
+            shown_nowhere),
+    Section("paired", lambda inputs, results: paired_scores(inputs.long, inputs.model_scores),
+            shown_nowhere, table=False),
+    Section("human_vs_model", lambda inputs, results: human_vs_model(
+        inputs.long, inputs.model_scores, inputs.bootstrap), _human_vs_model, HUMAN_VS_MODEL_NOTE),
+    Section("model_vs_human_noise", lambda inputs, results: model_vs_human_noise(
+        inputs.long, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE),
+    Section("qualification", lambda inputs, results: (
+        qualification(inputs.long, inputs.reference)
+        if inputs.reference is not None and len(inputs.reference) else None),
+        _qualification, QUALIFICATION_NOTE),
+    Section("annotators", lambda inputs, results: annotator_table(inputs.long), _annotators),
+    Section("distributions", earlier("agreement"), _distributions, table=False),
+)
