@@ -44,7 +44,7 @@ from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.study.editor import EDITOR_DIR_ENV, editor_dir, fetch_editor
 from sotopia_ls.study.process import GatewayProcess, start_gateway
-from sotopia_ls.study.settings import SECRET_ENV, StudyFile
+from sotopia_ls.study.settings import DATABASE_ENV, SECRET_ENV, StudyFile, without_password
 
 from . import load, servers
 
@@ -227,12 +227,13 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
             study = StudyFile(
                 name="burst", project=project.id, raters_per_episode=raters,
                 episodes_per_participant=per_participant, completion_code="BURST1",
-                completion_url="http://127.0.0.1:9/complete?cc=BURST1", database=database)
+                completion_url="http://127.0.0.1:9/complete?cc=BURST1",
+                database=without_password(database))
             study_file = work / "study.json"
             study_file.write_text(study.model_dump_json())
             env = {**os.environ, "LABEL_STUDIO_URL": running.url,
                    "LABEL_STUDIO_API_KEY": running.credentials.api_key,
-                   SECRET_ENV: secrets.token_urlsafe(32),
+                   SECRET_ENV: secrets.token_urlsafe(32), DATABASE_ENV: database,
                    EDITOR_DIR_ENV: str(fetch_editor(editor_dir()).absolute())}
             started: list[GatewayProcess] = []
             try:

@@ -101,10 +101,10 @@ def _check_folder_for(path: Path) -> None:
             return
 
 
-def write_file(path: Path, text: str) -> Path:
+def write_file(path: Path, text: str, mode: int = 0o644) -> Path:
     """``text`` as the whole of ``path``: written beside it, then renamed into place, so a
     failure leaves the old file (or none), never half a new one. Only a regular file is ever
-    replaced: a device or a folder at ``path`` is refused."""
+    replaced: a device or a folder at ``path`` is refused. ``mode`` is narrowed by the umask."""
     path = path.absolute()
     if path.exists() and not path.is_file():
         raise SotopiaLSError(f"{path} is not a regular file; give a file to write")
@@ -113,7 +113,7 @@ def write_file(path: Path, text: str) -> Path:
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as out:
             out.write(text)
-        os.chmod(partial, 0o644 & ~_umask())
+        os.chmod(partial, mode & ~_umask())
         os.replace(partial, path)
     except BaseException as error:
         Path(partial).unlink(missing_ok=True)

@@ -17,7 +17,8 @@ page gets the labeling config and the shown part of one task's data (``shown``),
 submissions go to the gateway, which saves them with the owner's key.
 
 No request waits on Label Studio: the shown data is copied into the gateway's database at
-start, and ratings (and participants' users) are written behind by ``LabelStudioWriter``.
+start, and ratings (and, with a participant's first one, their user) are written behind by
+``LabelStudioWriter``.
 Endpoints are ``async`` and hand the blocking work (the database) to Starlette's thread pool.
 """
 
@@ -145,8 +146,11 @@ def _templates() -> Jinja2Templates:
     return Jinja2Templates(env=environment)
 
 
-def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: bool) -> Starlette:
-    """The gateway's ASGI app; ``https_only`` marks the session cookie Secure."""
+def create_app(gateway: Gateway, *, secret: str, editor_dir: Path,
+               https_only: bool) -> SecurityHeaders:
+    """The gateway's ASGI app; ``https_only`` marks the session cookie Secure. The security
+    headers wrap the Starlette app itself: its error pages (500s included) are made inside
+    Starlette, so they carry them too."""
     study = gateway.study
     engine = gateway.engine
     templates = _templates()
@@ -183,8 +187,6 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
                 f"This study link is missing or has a malformed {', '.join(parameters)}. "
                 "Please open the study again from Prolific."))
         visit = await run_in_threadpool(arrival.arrive, engine, study.name, parameters)
-        if visit.ls_user_id is None:
-            gateway.writer.participant_arrived(visit.participant_id)
         request.session.clear()
         request.session["visit"] = visit.id
         csrf_token(request)
@@ -291,7 +293,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         finally:
             writing.cancel()
 
-    return Starlette(
+    return SecurityHeaders(Starlette(
         routes=[
             Route("/health", health),
             Route("/s/{study}", arrive),
@@ -303,11 +305,10 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             Mount("/static", StaticFiles(packages=[("sotopia_ls.study", "static")])),
         ],
         middleware=[
-            Middleware(SecurityHeaders),
             Middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
                        max_age=SESSION_DAYS * 24 * 3600, same_site="lax", https_only=https_only),
         ],
         exception_handlers={HTTPException: refused, 500: failed},
         lifespan=lifespan,
         debug=False,
-    )
+    ))

@@ -2,10 +2,11 @@
 
 Prolific opens the study link with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID``; each is a
 24-character hexadecimal id. The participant is recorded once per study, each of their Prolific
-sessions is a visit, and each participant gets a Label Studio user whose email,
+sessions is a visit. A participant who saves a rating gets a Label Studio user whose email,
 ``<PROLIFIC_PID>@prolific.invalid``, carries the id into Label Studio's exports (it never logs
-in; ``.invalid`` is reserved, so no mail can ever be sent to it), made by the gateway's
-writer right after the first arrival (``saving.LabelStudioWriter``).
+in; ``.invalid`` is reserved, so no mail can ever be sent to it), made by the gateway's writer
+with their first rating (``saving.participant_user``): an arrival alone makes nothing in Label
+Studio, so a stream of arrivals (or of made-up ids) fills no user list.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ class Visit:
 
     id: int
     participant_id: int
-    ls_user_id: int | None
     instructions_read: bool
     rated: int
     outcome: str | None
@@ -88,13 +88,11 @@ def load_visit(engine: Engine, visit_id: int) -> Visit | None:
              .scalar_subquery())
     with engine.connect() as conn:
         row = conn.execute(
-            select(visits, participants.c.ls_user_id, rated.label("rated"))
-            .join(participants, participants.c.id == visits.c.participant_id)
-            .where(visits.c.id == visit_id)
+            select(visits, rated.label("rated")).where(visits.c.id == visit_id)
         ).first()
     if row is None:
         return None
-    return Visit(id=row.id, participant_id=row.participant_id, ls_user_id=row.ls_user_id,
+    return Visit(id=row.id, participant_id=row.participant_id,
                  instructions_read=row.instructions_read_at is not None, rated=row.rated,
                  outcome=row.outcome)
 

@@ -18,11 +18,13 @@ from ..options import failures_as_messages, server_options
 from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
 from .settings import (
     DATABASE_ENV,
+    PASSWORD_PLACES,
     SECRET_ENV,
     STUDY_FILE,
     completion_url,
     default_database,
     read_study,
+    without_password,
 )
 
 
@@ -45,7 +47,8 @@ def _database_option(command: Any) -> Any:
     return click.option(
         "--database", envvar=DATABASE_ENV, show_envvar=True,
         help="The gateway's database URL, instead of the study file's (e.g. "
-        "postgresql://user@host/db; a password belongs here, not in the file).",
+        "postgresql://user@host/db; a password belongs here, or in PGPASSWORD or ~/.pgpass, "
+        "never in the file).",
     )(command)
 
 
@@ -93,7 +96,8 @@ def study_command() -> None:
 @click.option("--title", default="Rate social interactions", show_default=True,
               help="Title of the participant pages.")
 @click.option("--database", help="The gateway's database URL [default: SQLite in "
-              "var/study/NAME.sqlite3 of the folder `study serve` runs in].")
+              "var/study/NAME.sqlite3 of the folder `study serve` runs in]; a password in it "
+              "is left out of the file.")
 @click.option("--secret-env", default=SECRET_ENV, show_default=True,
               help="Environment variable that will hold the session key.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -115,6 +119,7 @@ def init_command(
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
+    given = database or default_database(name)
     with failures_as_messages():
         study = serve.init_study(
             connect(url, api_key), output, project=project, overwrite=force, name=name,
@@ -124,7 +129,7 @@ def init_command(
             completion_url=completion_link or completion_url(completion_code),
             no_slots_code=no_slots_code,
             no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code else None),
-            database=database or default_database(name), secret_env=secret_env,
+            database=without_password(given), secret_env=secret_env,
         )
     click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                f"{study.raters_per_episode} raters per episode, "
@@ -132,6 +137,9 @@ def init_command(
     click.echo("On Prolific, set the study URL to\n  "
                + serve.participant_link(study, "https://YOUR-GATEWAY-ADDRESS"))
     click.echo(f"Before `sotopia-ls study serve`, set {study.secret_env} to a random key.")
+    if study.database != given:
+        click.echo(f"The database password was left out of {output}: give it to the gateway "
+                   f"in {PASSWORD_PLACES}.")
 
 
 @study_command.command("serve")

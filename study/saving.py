@@ -10,8 +10,8 @@ The gateway's database is an outbox. ``leases.settle`` records the rating (``sav
 same transaction that settles its slot, and the participant moves on at once. A writer in each
 gateway process (``LabelStudioWriter``) then claims waiting ratings and creates each annotation
 in Label Studio under the participant's user, with the assignment key as its ``unique_id``,
-and marks it ``saved``; the participant's user is made right after their arrival, or before
-their first save. A rating whose save failed (Label Studio down, a process killed while
+and marks it ``saved``; the participant's user is made just before their first save, never at
+arrival. A rating whose save failed (Label Studio down, a process killed while
 saving) is claimed again by the next sweep; were it saved twice, Label Studio's unique id would
 turn the second into a lookup of the first. A rating Label Studio refuses (a 4xx) is marked
 failed with the reason instead, until a researcher retries it (``retry_saves``).
@@ -81,7 +81,8 @@ def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, A
 
 
 def participant_user(engine: Engine, client: LabelStudio, participant_id: int) -> int:
-    """The participant's Label Studio user, created by the owner's key on first need."""
+    """The participant's Label Studio user, created by the owner's key as their first rating
+    is saved."""
     with engine.connect() as conn:
         person = conn.execute(select(participants).where(participants.c.id == participant_id)
                               ).one()
@@ -149,29 +150,24 @@ def retry_saves(engine: Engine, client: LabelStudio, study: str,
 
 
 class LabelStudioWriter:
-    """Writes behind the participants, in each gateway process: their Label Studio users after
-    they arrive, their ratings after they submit, and every ``SWEEP_SECONDS`` whatever is
-    still waiting (a save that failed, one a killed process had claimed)."""
+    """Writes behind the participants, in each gateway process: their ratings after they
+    submit (with a participant's first, their Label Studio user), and every ``SWEEP_SECONDS``
+    whatever is still waiting (a save that failed, one a killed process had claimed)."""
 
     def __init__(self, engine: Engine, client: LabelStudio, study: str) -> None:
         self.engine, self.client, self.study = engine, client, study
         self._ratings: asyncio.Queue[None] | None = None
-        self._arrivals: asyncio.Queue[int] | None = None
 
     def rating_recorded(self) -> None:
         if self._ratings is not None:
             self._ratings.put_nowait(None)
 
-    def participant_arrived(self, participant_id: int) -> None:
-        if self._arrivals is not None:
-            self._arrivals.put_nowait(participant_id)
-
     async def run(self) -> None:
         """Until cancelled (the app's lifespan starts and ends it)."""
-        self._ratings, self._arrivals = asyncio.Queue(), asyncio.Queue()
+        self._ratings = asyncio.Queue()
         for _ in range(WRITERS):  # start with a sweep: ratings a previous run left waiting
             self._ratings.put_nowait(None)
-        await asyncio.gather(self._users(), *(self._saver() for _ in range(WRITERS)))
+        await asyncio.gather(*(self._saver() for _ in range(WRITERS)))
 
     async def _saver(self) -> None:
         assert self._ratings is not None
@@ -185,13 +181,3 @@ class LabelStudioWriter:
                     pass
             except Exception:  # noqa: BLE001  (a writer outlives any one failure; it is logged)
                 log.exception("saving ratings failed; the next sweep retries")
-
-    async def _users(self) -> None:
-        assert self._arrivals is not None
-        while True:
-            participant_id = await self._arrivals.get()
-            try:
-                await run_in_threadpool(participant_user, self.engine, self.client,
-                                        participant_id)
-            except Exception:  # noqa: BLE001  (made again before the participant's first save)
-                log.exception("creating participant %d's user failed", participant_id)

@@ -3,8 +3,12 @@
 - ``SecurityHeaders``: every response carries a strict Content-Security-Policy (scripts only
   from the gateway itself, no inline script, no eval; Label Studio's editor needs inline
   styles), ``nosniff``, no referrer (a participant's Prolific link never leaks onward), no
-  framing; pages and answers are never cached. It also writes the one-line access log,
-  without query strings, so Prolific ids never reach a log.
+  framing; pages and answers are never cached. It wraps the Starlette app itself, outside
+  Starlette's ``ServerErrorMiddleware``, so the 500 page carries them too. It also writes the
+  one-line access log, without query strings, so Prolific ids never reach a log.
+- ``GatewayH11Protocol``: uvicorn answers a request it cannot parse (a malformed request line,
+  an invalid header, a header section too large) with its own 400 before any app is called;
+  this protocol class gives that answer the same headers.
 - The CSRF token is a synchronizer token kept in the signed session and required back on
   every POST: as the ``X-CSRF-Token`` header of the rating submission, as a form field of the
   instructions form.
@@ -21,17 +25,19 @@ import secrets
 import time
 from typing import Any
 
+import h11
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; "
     "base-uri 'none'; form-action 'self'"
 )
-_HEADERS = {
+SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
@@ -39,6 +45,7 @@ _HEADERS = {
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
 }
+_NOT_CACHED = {"cache-control": "no-store"}
 STATIC_PREFIX = "/static/"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
@@ -65,10 +72,9 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 headers = MutableHeaders(scope=message)
-                for name, value in _HEADERS.items():
-                    headers[name] = value
+                headers.update(SECURITY_HEADERS)
                 if not scope["path"].startswith(STATIC_PREFIX):
-                    headers["cache-control"] = "no-store"
+                    headers.update(_NOT_CACHED)
             await send(message)
 
         try:
@@ -76,6 +82,23 @@ class SecurityHeaders:
         finally:
             log.info("%s %s %d %.0f ms", scope["method"], scope["path"], status,
                      (time.perf_counter() - started) * 1000)
+
+
+class GatewayH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, its own 400 for an unparsable request with the headers above.
+
+    uvicorn's ``send_400_response`` writes a fixed pair of headers; this writes the same
+    plain-text answer with the security headers added (pass the class as ``uvicorn.run(http=)``).
+    """
+
+    def send_400_response(self, msg: str) -> None:
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close"),
+                   *((name.encode(), value.encode())
+                     for name, value in {**SECURITY_HEADERS, **_NOT_CACHED}.items())]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                      h11.Data(data=msg.encode("ascii")), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
 
 def csrf_token(request: Request) -> str:

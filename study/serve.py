@@ -15,6 +15,7 @@ from ..labelstudio.client import find_project
 from ..ml_backend import is_loopback
 from .app import add_new_episodes, create_app, prepare_gateway, project_config
 from .editor import check_editor, editor_dir
+from .security import GatewayH11Protocol
 from .settings import StudyFile, new_study, write_study
 from .store import open_store
 
@@ -66,7 +67,9 @@ def _log_config() -> dict:
 
 def serve_study(study: StudyFile, client: LabelStudio, *, database: str | None = None,
                 host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False) -> None:
-    """Run the gateway until stopped: uvicorn, no reload, no debug, no access log with ids."""
+    """Run the gateway until stopped: uvicorn, no reload, no debug, no access log with ids,
+    no WebSocket upgrades (the gateway has none), and uvicorn's own 400s with the security
+    headers (``GatewayH11Protocol``)."""
     check_bind(host, public)
     secret = study.secret()
     editor = check_editor(editor_dir())
@@ -74,6 +77,6 @@ def serve_study(study: StudyFile, client: LabelStudio, *, database: str | None =
     gateway = prepare_gateway(study, client, engine)
     app = create_app(gateway, secret=secret, editor_dir=editor, https_only=public)
     uvicorn.run(
-        app, host=host, port=port, log_config=_log_config(), access_log=False,
-        server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,
+        app, host=host, port=port, http=GatewayH11Protocol, ws="none", log_config=_log_config(),
+        access_log=False, server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,
     )

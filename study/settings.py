@@ -2,15 +2,20 @@
 
 A JSON document validated by ``StudyFile``. It holds no secret: the session key is read from
 the environment variable it names, Label Studio's address and key from ``LABEL_STUDIO_URL`` /
-``LABEL_STUDIO_API_KEY`` (or flags), and a database URL with a password from
-``SOTOPIA_LS_STUDY_DATABASE`` (or ``--database``).
+``LABEL_STUDIO_API_KEY`` (or flags), and the database's password from where PostgreSQL's own
+client looks (``PGPASSWORD``, or a ``~/.pgpass`` file it reads only at mode 0600), or with the
+whole URL from ``SOTOPIA_LS_STUDY_DATABASE`` (or ``--database``). A URL with a password is
+refused in the file. The file is still written at mode 0600: it holds the completion code,
+which claims a Prolific payment, and nobody but the researcher needs to read it.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
+from math import log2
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -22,9 +27,47 @@ SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"
 DATABASE_ENV = "SOTOPIA_LS_STUDY_DATABASE"
 # Prolific's page that completes a submission with the code in ``cc``.
 PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
-# A session key shorter than this is refused: it signs every participant's cookie.
+# The session key signs every participant's cookie: shorter or less random keys are refused.
 MIN_SECRET_LENGTH = 32
+MIN_SECRET_BITS = 128
+MAKE_SECRET = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+PASSWORD_PLACES = ("PGPASSWORD or a ~/.pgpass file of mode 0600 (read by PostgreSQL's client), "
+                   f"or the whole URL in {DATABASE_ENV}")
+STUDY_FILE_MODE = 0o600
 _CODE = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+def secret_bits(key: str) -> float:
+    """The randomness ``key`` shows, in bits: the Shannon entropy of its characters'
+    frequencies times the length of its shortest repeating unit (``'ab' * 32`` counts as
+    ``'ab'``: 2 bits). A ``secrets.token_urlsafe(32)`` key scores about 200."""
+    period = next((p for p in range(1, len(key)) if key[p:] == key[:-p]), len(key))
+    return sum(count * log2(period / count) for count in Counter(key[:period]).values())
+
+
+def check_secret(key: str, env: str) -> str:
+    """``key`` when it is at least ``MIN_SECRET_LENGTH`` characters of at least
+    ``MIN_SECRET_BITS`` bits (``secret_bits``); else one line naming ``env`` and the fix."""
+    if len(key) < MIN_SECRET_LENGTH or secret_bits(key) < MIN_SECRET_BITS:
+        raise StudyError(
+            f"{env} must hold a random session key: at least {MIN_SECRET_LENGTH} characters "
+            f"and {MIN_SECRET_BITS} bits by Shannon entropy, not spaces nor a character or a "
+            f"pattern repeated; make one with: export {env}=$({MAKE_SECRET})"
+        )
+    return key
+
+
+def without_password(url: str) -> str:
+    """``url`` without a password: neither ``user:password@`` nor a ``password`` parameter."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(name, value) for name, value in query if name.lower() != "password"]
+    if parts.password is None and kept == query:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    login = user.partition(":")[0]
+    return parts._replace(netloc=f"{login}@{host}" if login else host,
+                          query=urlencode(kept)).geturl()
 
 
 def completion_url(code: str, base: str = PROLIFIC_COMPLETE) -> str:
@@ -65,21 +108,24 @@ class StudyFile(BaseModel):
             raise ValueError(f"{url!r} is not an http(s) address")
         return url
 
+    @field_validator("database")
+    @classmethod
+    def _no_password(cls, url: str) -> str:
+        # The message never quotes the URL: it holds the password.
+        if without_password(url) != url:
+            raise ValueError(f"a database password does not belong in the study file: remove "
+                             f"it and give it to the gateway in {PASSWORD_PLACES}")
+        return url
+
     @property
     def lease_seconds(self) -> float:
         return self.lease_minutes * 60
 
     def secret(self) -> str:
-        """The session key from ``secret_env``; refused when unset or short, with the fix."""
+        """The session key from ``secret_env``; refused when unset or weak, with the fix."""
         value = os.environ.get(self.secret_env, "")
         keep_secret(value)
-        if len(value) < MIN_SECRET_LENGTH:
-            raise StudyError(
-                f"{self.secret_env} must hold a random session key of at least "
-                f"{MIN_SECRET_LENGTH} characters: export {self.secret_env}=$(python3 -c "
-                "'import secrets; print(secrets.token_urlsafe(32))')"
-            )
-        return value
+        return check_secret(value, self.secret_env)
 
 
 def default_database(name: str) -> str:
@@ -113,8 +159,8 @@ def _invalid(error: ValidationError, what: str) -> StudyError:
 
 
 def write_study(study: StudyFile, path: Path, *, overwrite: bool = False) -> Path:
-    """Write ``study`` to ``path``; an existing file is kept unless ``overwrite``."""
+    """Write ``study`` to ``path`` (mode 0600); an existing file is kept unless ``overwrite``."""
     if path.exists() and not overwrite:
         raise StudyError(f"{path} exists; pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_file(path, study.model_dump_json(indent=2) + "\n")
+    return write_file(path, study.model_dump_json(indent=2) + "\n", mode=STUDY_FILE_MODE)

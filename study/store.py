@@ -45,7 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ..errors import StudyError, redacted
 
@@ -190,7 +190,11 @@ def open_store(url: str) -> Engine:
         engine = create_engine(parsed, pool_size=10, max_overflow=20, pool_pre_ping=True)
     else:
         raise StudyError(f"the study database must be SQLite or PostgreSQL, not {redacted(url)}")
-    metadata.create_all(engine)
+    try:
+        metadata.create_all(engine)
+    except OperationalError as error:  # unreachable, or a password missing or refused
+        reason = str(error.orig).strip().splitlines()[-1]
+        raise StudyError(f"cannot open the study database {redacted(url)}: {reason}") from None
     return engine
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,7 @@ pytestmark = [
 
 # The README's picture of the participant page, refreshed only on request.
 README_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "participant-screen.png"
-SECRET = "a-test-session-key-" + "k" * 32
+SECRET = secrets.token_urlsafe(32)
 
 
 @dataclass

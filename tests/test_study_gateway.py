@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import secrets
+import stat
 import threading
 from pathlib import Path
 
@@ -34,13 +37,14 @@ from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.app import create_app, prepare_gateway
-from sotopia_ls.study.saving import participant_user, save_all_waiting
+from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.security import SECURITY_HEADERS
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
 from sotopia_ls.study.store import assignments, open_store, participants, visits
 
 pytestmark = pytest.mark.server
 
-SECRET = "s" * 48
+SECRET = secrets.token_urlsafe(32)
 
 
 class Study:
@@ -111,10 +115,21 @@ def test_arrival_records_the_participant_and_drops_their_ids_from_the_address(st
         visit = conn.execute(select(visits)).one()
     assert (person.external_id, visit.prolific_study_id, visit.prolific_session_id) == (
         someone.pid, "c" * 24, someone.session)
-    user = participant_user(study.engine, study.client, person.id)  # what the writer does next
-    emails = {user.id: user.email for user in study.client.users.list()}
-    assert emails[user] == f"{someone.pid}@prolific.invalid"
-    assert participant_user(study.engine, study.client, person.id) == user
+
+
+def test_a_failure_inside_the_gateway_is_a_plain_500_page_with_every_security_header(study):
+    with study.engine.begin() as conn:  # the gateway's database loses a table under it
+        conn.exec_driver_sql("DROP TABLE assignments")
+    someone = Participant(TestClient(study.app, base_url="http://127.0.0.1",
+                                     raise_server_exceptions=False))
+
+    page = someone.arrive()
+
+    assert page.status_code == 500
+    assert "Something went wrong on our side" in page.text
+    assert "Traceback" not in page.text and "assignments" not in page.text
+    assert {name: page.headers.get(name) for name in SECURITY_HEADERS} == SECURITY_HEADERS
+    assert page.headers["cache-control"] == "no-store"
 
 
 def test_pages_need_the_session_the_arrival_gives(study):
@@ -347,6 +362,37 @@ def test_study_init_writes_a_checked_study_file(study, label_studio: LocalServer
     assert again.exit_code == 1 and "pass --force" in again.output
 
 
+def test_study_init_keeps_a_database_password_out_of_the_study_file(
+    study, label_studio: LocalServer, tmp_path
+):
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+    target = tmp_path / "study.json"
+
+    made = _run(env, "study", "init", "--name", "pilot-2", "--project", str(study.project),
+                "--completion-code", "ABC123", "-o", str(target),
+                "--database", "postgresql://gateway:Pa55-w0rd@db.example:5432/study")
+
+    assert made.exit_code == 0, made.output
+    assert json.loads(target.read_text())["database"] == "postgresql://gateway@db.example:5432/study"
+    assert "Pa55-w0rd" not in target.read_text() and "Pa55-w0rd" not in made.output
+    assert "left out of" in made.output and "PGPASSWORD" in made.output
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600  # it holds the completion code
+
+
+def test_a_study_file_holding_a_database_password_is_refused_in_one_line(study, tmp_path):
+    # As an older version wrote it.
+    written = study.settings.model_dump() | {"database": "postgresql://gateway:Pa55-w0rd@db/study"}
+    (tmp_path / "study.json").write_text(json.dumps(written))
+
+    refused = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
+
+    assert refused.exit_code == 1
+    assert refused.output.count("\n") == 1 and "Traceback" not in refused.output
+    assert "database: " in refused.output and "PGPASSWORD" in refused.output
+    assert "Pa55-w0rd" not in refused.output
+
+
 def test_study_status_reports_progress_from_the_gateway_database(study, tmp_path):
     study.rated(study.participant(), [1, 2])
     study.participant().begin()  # and one halfway through their first episode
@@ -400,6 +446,9 @@ def test_episodes_imported_mid_study_are_offered_once_study_sync_has_run(
 @pytest.mark.parametrize("args, env, says", [
     (["--host", "0.0.0.0"], {SECRET_ENV: SECRET}, "pass --public"),
     ([], {SECRET_ENV: "short"}, "at least 32 characters"),
+    ([], {SECRET_ENV: " " * 40}, f"{SECRET_ENV} must hold a random session key"),
+    ([], {SECRET_ENV: "a" * 64}, f"{SECRET_ENV} must hold a random session key"),
+    ([], {SECRET_ENV: "ab" * 32}, "secrets.token_urlsafe(32)"),
     ([], {SECRET_ENV: SECRET, "SOTOPIA_LS_EDITOR_DIR": "/nonexistent"}, "study fetch-editor"),
 ])
 def test_study_serve_refuses_to_start_unsafely_and_says_why(

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, select
 from study_support import check_invariants, make_study, prolific_id
 from sotopia_ls.study import arrival, leases
 from sotopia_ls.study.arrival import ProlificParameters
-from sotopia_ls.study.settings import StudyFile
+from sotopia_ls.study.settings import StudyFile, without_password
 from sotopia_ls.study.store import assignments, open_store, slots
 
 POSTGRES = Path(__file__).resolve().parents[1] / "scripts" / "postgres"
@@ -27,7 +27,8 @@ RESULTS = [{"from_name": "stand-in", "value": {}}]  # settle stores whatever it 
 
 
 def setup(url: str, tmp_path: Path, **fields: object) -> tuple[Engine, StudyFile]:
-    study = make_study(tmp_path, 1, database=url, **fields)
+    # The study file never holds a password; the gateway has the whole URL from elsewhere.
+    study = make_study(tmp_path, 1, database=without_password(url), **fields)
     engine = open_store(url)
     leases.add_episodes(engine, study.name, {task: {} for task in TASKS}, study.raters_per_episode)
     return engine, study

@@ -10,6 +10,7 @@ while no gateway runs; the gateway starts again.
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from sotopia_ls.study.store import assignments, open_store, participants
 
 pytestmark = pytest.mark.server
 
-SECRET = "restart-test-session-key-" + "r" * 32
+SECRET = secrets.token_urlsafe(32)
 
 
 def wait_for(condition, timeout: float = 30.0) -> None:
