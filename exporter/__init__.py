@@ -18,8 +18,11 @@ The export reads top to bottom (``export``): read → validate → encode → wr
 - ``rewrite``     the written chunk files rewritten for episodes found in several tasks
 - ``export``      ``export_project``, ``export_file`` → ``ExportResult`` (DataFrames, files)
 - ``agreement``   agreement per dimension
+- ``gwet``        Gwet's AC1 and AC2 per dimension (irrCAC)
 - ``comparison``  human vs model, qualification, per-annotator figures
-- ``report``      the self-contained HTML report
+- ``sections``    the report's sections, one object each, in one list (``SECTIONS``)
+- ``page``, ``plots``  the report's HTML and its plots (matplotlib set up at the first plot)
+- ``report``      ``build_report`` runs the sections; the self-contained HTML report
 - ``commands``    ``sotopia-ls export`` and ``sotopia-ls report``
 """
 

@@ -42,6 +42,7 @@ from .reliability import (
     randolph_kappa,
     rated_units,
     unit_mean,
+    unit_table,
 )
 from .sotopia_pi import PI_COLUMNS, sotopia_pi_figures
 
@@ -61,16 +62,9 @@ BREAKDOWN_COLUMNS = ["breakdown", "group", *AGREEMENT_COLUMNS]
 UNTAGGED = "(untagged)"
 
 
-def _matrix(ratings: pd.DataFrame) -> np.ndarray:
-    """Slots × units (NaN where a unit has fewer ratings): the shape ``krippendorff`` reads."""
-    return ratings.pivot_table(
-        index="slot", columns=UNIT, values="score", aggfunc="first"
-    ).to_numpy(dtype=float)
-
-
 def interval_alpha(ratings: pd.DataFrame) -> float:
     """Krippendorff's interval α of one dimension's ``rated_units``; NaN with one value only."""
-    matrix = _matrix(ratings)
+    matrix = unit_table(ratings).T.to_numpy(dtype=float)  # slots × units, as krippendorff reads
     if np.unique(matrix[~np.isnan(matrix)]).size < 2:
         return float("nan")
     return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="interval"))

@@ -29,6 +29,11 @@ def rated_units(long: pd.DataFrame) -> pd.DataFrame:
     return multi.assign(slot=multi.groupby([*UNIT, "dimension"]).cumcount())
 
 
+def unit_table(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Units × slots: a unit's ratings on its row, NaN where it has fewer than the most."""
+    return ratings.pivot_table(index=UNIT, columns="slot", values="score", aggfunc="first")
+
+
 def pair_gaps(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     """One row per unordered pair of ratings on a unit: the unit and ``gap`` = |a − b|."""
     pairs = ratings[[*UNIT, "slot", column]].merge(

@@ -28,6 +28,7 @@ from .comparison import (
     paired_scores,
     qualification,
 )
+from .gwet import gwet_table
 from .page import FLAG, estimate, note, number, section, shown, table
 from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
 from .sotopia_pi import PI_COLUMNS
@@ -161,6 +162,11 @@ def _sotopia_pi(pi: pd.DataFrame, report: Report, text: str) -> str:
         pi, ["dimension", "units", "ratings", "rubric_max_abs", *PI_COLUMNS], FLAGGED_COLUMNS)))
 
 
+def _gwet(coefficients: pd.DataFrame, report: Report, text: str) -> str:
+    return section("Gwet's AC1 and AC2", note(text), bootstrap_note(report), table(shown(
+        coefficients, ["dimension", "units", "ratings", "categories", "ac1", "ac2"])))
+
+
 def _coverage_note(coverage: pd.DataFrame, paired: pd.DataFrame, long: pd.DataFrame) -> str:
     """How many episodes and units have a model score, and why a figure may be blank."""
     episodes = int(long["episode_id"].nunique())
@@ -269,6 +275,17 @@ SOTOPIA_PI_NOTE = (
     "two-annotator formula exceeds 1 on a unit with three); 1 when one code is observed, as "
     "in their script."
 )
+GWET_NOTE = (
+    "Sotopia-π binarized its scores to get a usable α: on the secret and social_rules scales "
+    "nearly every rating sits at the top, so the disagreement α expects by chance is tiny and "
+    "α falls towards zero however often annotators agree. Gwet's coefficients are built for "
+    "such a skew: their chance agreement shrinks as the ratings concentrate. ac1: Gwet's AC1, "
+    "only the same score agrees; ac2: Gwet's AC2 with ordinal weights, scores a few ranks "
+    "apart agree in part. Computed by irrCAC on the units with two annotators or more, every "
+    "score the rubric allows counted as a category whether given or not (categories). Where "
+    "every rating is the same score both are 1: no one disagreed, which does not show that "
+    "the scale tells episodes apart."
+)
 HUMAN_VS_MODEL_NOTE = (
     "Per judge (evaluator: the stored evaluation's model, and each model sotopia-ls evaluate "
     "asked), annotator-averaged human scores against the judge's evaluation on the episodes it "
@@ -296,6 +313,8 @@ SECTIONS: tuple[Section, ...] = (
             lambda inputs, results: agreement_breakdown(inputs.long, inputs.bootstrap),
             _breakdown, BREAKDOWN_NOTE),
     Section("sotopia_pi", _pi_view, _sotopia_pi, SOTOPIA_PI_NOTE, table=False),
+    Section("gwet", lambda inputs, results: gwet_table(inputs.long, inputs.bootstrap), _gwet,
+            GWET_NOTE),
     # The two below are shown in the human-vs-model section.
     Section("model_coverage",
             lambda inputs, results: model_coverage(inputs.long, inputs.model_scores),

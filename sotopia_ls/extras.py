@@ -3,12 +3,16 @@
 A command that needs an extra calls ``require_extra`` before it does anything; when a module
 of the extra is missing, the user reads one line naming the install command, never an import
 traceback from deep inside the work. What each extra installs is read from the installed
-package's metadata (pyproject.toml), so this module never restates the extras.
+package's metadata (pyproject.toml), so this module never restates the extras; the one thing
+pyproject.toml cannot say, a library installed without its dependencies after an extra
+(``NO_DEPS``), is said here, and scripts/setup installs it from here.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 
 import click
@@ -29,23 +33,64 @@ def requirements(extra: str) -> list[Requirement]:
     return found
 
 
-def extra_modules(extra: str) -> list[str]:
-    """The top-level modules ``extra`` installs: each requirement's import name (every
-    requirement of ours is imported under its own name, ``-`` read as ``_``), and the modules of
-    this package's extras it includes (``server`` includes ``export``)."""
-    modules: list[str] = []
+@dataclass(frozen=True)
+class NoDeps:
+    """A library an extra needs that pip installs after the extra, with ``--no-deps``: the
+    versions it pins would break the extra's other libraries, and pip resolves every
+    requirement of an extra with its dependencies, so it cannot be one of them."""
+
+    requirement: str  # what pip installs: "irrCAC==0.4.4"
+    module: str  # its import name
+
+
+NO_DEPS: dict[str, tuple[NoDeps, ...]] = {
+    # Gwet's AC1/AC2 in the report. irrCAC 0.4.4 pins scipy==1.12.0, which would take numpy
+    # below what label-studio and pingouin need; it runs on the scipy the export extra has.
+    "export": (NoDeps("irrCAC==0.4.4", "irrCAC"),),
+}
+
+
+def included_extras(extra: str) -> list[str]:
+    """``extra`` and the extras of this package it includes (``server`` includes ``export``)."""
+    found = [extra]
     for requirement in requirements(extra):
         if canonicalize_name(requirement.name) == DISTRIBUTION:
             for included in sorted(requirement.extras):
-                modules += extra_modules(included)
-        else:
-            modules.append(canonicalize_name(requirement.name).replace("-", "_"))
-    return list(dict.fromkeys(modules))
+                found += included_extras(included)
+    return list(dict.fromkeys(found))
+
+
+def no_deps(extras: Iterable[str]) -> list[NoDeps]:
+    """What ``extras`` (and the extras they include) install without dependencies."""
+    return list(dict.fromkeys(library for extra in extras for name in included_extras(extra)
+                              for library in NO_DEPS.get(name, ())))
+
+
+def extra_modules(extra: str) -> list[str]:
+    """The top-level modules ``extra`` installs: each requirement's import name (every
+    requirement of ours is imported under its own name, ``-`` read as ``_``), those of this
+    package's extras it includes, and those of its ``no_deps`` libraries."""
+    modules = [canonicalize_name(requirement.name).replace("-", "_")
+               for name in included_extras(extra) for requirement in requirements(name)
+               if canonicalize_name(requirement.name) != DISTRIBUTION]
+    return list(dict.fromkeys([*modules, *(library.module for library in no_deps([extra]))]))
+
+
+def install_commands(extra: str, missing: list[str]) -> list[str]:
+    """The pip commands that install the ``missing`` modules of ``extra``, in order."""
+    later = [library for library in no_deps([extra]) if library.module in missing]
+    commands = []
+    if set(missing) - {library.module for library in later}:
+        commands.append(f"pip install '{DISTRIBUTION}[{extra}]'")
+    if later:
+        commands.append("pip install --no-deps "
+                        + " ".join(f"'{library.requirement}'" for library in later))
+    return commands
 
 
 def require_extra(extra: str) -> None:
     """Return when every module of ``extra`` can be imported; else stop the command with one
-    line naming what is missing and the install command."""
+    line naming what is missing and the install commands."""
     try:
         missing = [name for name in extra_modules(extra) if importlib.util.find_spec(name) is None]
     except PackageNotFoundError:
@@ -55,5 +100,5 @@ def require_extra(extra: str) -> None:
         command = context.command_path if context is not None else DISTRIBUTION
         raise click.ClickException(
             f"{command} needs the {extra} extra ({', '.join(missing)} not installed): "
-            f"pip install '{DISTRIBUTION}[{extra}]'"
+            + " && ".join(install_commands(extra, missing))
         )

@@ -58,26 +58,47 @@ def without(hidden: list[str], program: str, *args: str,
     )
 
 
+EXPORT_EXTRA = "pip install 'sotopia-label-studio[export]'"
+
+
 @pytest.mark.parametrize(
-    ("args", "hidden", "extra"),
+    ("args", "hidden", "extra", "install"),
     [
-        (["report", "--from-file", "export.json", "-o", "report"], "matplotlib", "export"),
-        (["report", "--from-export", ".", "-o", "report"], "krippendorff", "export"),
-        (["export", "--from-file", "export.json", "-o", "out"], "pyarrow", "export"),
-        (["study", "status"], "sqlalchemy", "study"),
-        (["study", "serve"], "uvicorn", "study"),
+        (["report", "--from-file", "export.json", "-o", "report"], "matplotlib", "export",
+         EXPORT_EXTRA),
+        (["report", "--from-export", ".", "-o", "report"], "krippendorff", "export",
+         EXPORT_EXTRA),
+        # Installed without its dependencies (sotopia_ls.extras.NO_DEPS): its own command.
+        (["report", "--from-file", "export.json", "-o", "report"], "irrCAC", "export",
+         "pip install --no-deps 'irrCAC==0.4.4'"),
+        (["export", "--from-file", "export.json", "-o", "out"], "pyarrow", "export",
+         EXPORT_EXTRA),
+        (["study", "status"], "sqlalchemy", "study", "pip install 'sotopia-label-studio[study]'"),
+        (["study", "serve"], "uvicorn", "study", "pip install 'sotopia-label-studio[study]'"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else value,
 )
 def test_a_missing_optional_library_is_one_line_naming_the_install_command(
-    args: list[str], hidden: str, extra: str, tmp_path: Path
+    args: list[str], hidden: str, extra: str, install: str, tmp_path: Path
 ) -> None:
     (tmp_path / "export.json").write_text(EXPORT)
     done = without([hidden], RUN, *args, cwd=tmp_path)
     command = " ".join(["sotopia-ls", *args[:2]] if args[0] == "study" else ["sotopia-ls", args[0]])
     assert done.returncode == 1, done.stderr
     assert done.stderr == (f"Error: {command} needs the {extra} extra ({hidden} not installed): "
-                           f"pip install 'sotopia-label-studio[{extra}]'\n")
+                           f"{install}\n")
+
+
+def test_without_the_extra_and_its_no_deps_library_both_commands_are_named_in_order(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "export.json").write_text(EXPORT)
+    done = without(["scipy", "irrCAC"], RUN, "report", "--from-file", "export.json", "-o", "r",
+                   cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ("Error: sotopia-ls report needs the export extra (scipy, irrCAC not "
+                           f"installed): {EXPORT_EXTRA} && pip install --no-deps "
+                           "'irrCAC==0.4.4'\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["export.json"]
 
 

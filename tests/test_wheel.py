@@ -98,14 +98,16 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
     assert "imported 3 task(s)" in demo.stdout
     assert (work / "var" / "label-studio" / "label_studio.sqlite3").is_file()
 
-    # The wheel alone lacks the export extra: report says how to add it, in one line.
+    # The wheel alone lacks the export extra and irrCAC, which goes in after it without its
+    # dependencies: report names both commands, in one line.
     (tmp_path / "export.json").write_text('[{"id": 1, "data": {}, "annotations": []}]')
     report = subprocess.run([str(installed / "sotopia-ls"), "report", "--from-file",
                              str(tmp_path / "export.json"), "-o", "report"],
                             cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert report.returncode == 1 and report.stderr.startswith(
         "Error: sotopia-ls report needs the export extra ("), report.stderr
-    assert report.stderr.endswith(": pip install 'sotopia-label-studio[export]'\n")
+    assert report.stderr.endswith(": pip install 'sotopia-label-studio[export]' && "
+                                  "pip install --no-deps 'irrCAC==0.4.4'\n")
 
     written = {path.relative_to(work).parts[0] for path in work.iterdir()}
     assert written == {"x.xml", "samples", "tasks.json", "var"}
