@@ -1,22 +1,32 @@
-"""Session fixtures: one real Label Studio server for the whole test run.
+"""Session fixtures: one real Label Studio server for each pytest process (each worker, when
+scripts/test runs the suite in parallel with pytest-xdist).
 
-The server runs from a temporary SQLite data directory on 127.0.0.1 and a free port.
-Projects made by tests are titled ``test_<uuid>`` and deleted at the end of the session.
+The server runs from a temporary SQLite data directory (its database copied from one migrated
+once, see ``migrated``) on 127.0.0.1 and a free port. Projects made by tests are titled
+``test_<uuid>`` and deleted at the end of the session. Whatever the processes share in the
+repository (the side environments ``.venv-ml`` and ``.venv-sotopia``, the migrated database)
+is made under a file lock.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
+from filelock import FileLock
 from label_studio_sdk import LabelStudio
 
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
@@ -28,6 +38,61 @@ from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import ensure_ml_environment
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.scores import Evaluation
+
+REPO = Path(__file__).resolve().parents[1]
+ML_ENV = REPO / ".venv-ml"
+# Marked tests that take longest, longest first. Their files run first, so that under
+# pytest-xdist (scripts/test) none of them is left running alone at the end.
+HEAVIEST_FIRST = ("slow", "postgres", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding the heaviest marked tests first; the order within a file is kept."""
+
+    def weight(item: pytest.Item) -> int:
+        marks = {mark.name for mark in item.iter_markers()}
+        return next((n for n, name in enumerate(HEAVIEST_FIRST) if name in marks),
+                    len(HEAVIEST_FIRST))
+
+    file_weight: dict[Path, int] = {}
+    for item in items:
+        file_weight[item.path] = min(file_weight.get(item.path, len(HEAVIEST_FIRST)),
+                                     weight(item))
+    items.sort(key=lambda item: file_weight[item.path])
+
+
+@contextmanager
+def made_once(shared: Path) -> Iterator[None]:
+    """Held while a folder shared by every pytest process in this tree (xdist's workers,
+    another developer's run) is checked and made, so that two never build it at once."""
+    locks = REPO / "var" / "test-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(locks / f"{shared.name}.lock"):
+        yield
+
+
+LABEL_STUDIO_DATABASE = "label_studio.sqlite3"
+
+
+def migrated(data_dir: Path) -> Path:
+    """``data_dir`` holding a SQLite database Label Studio has already migrated: a copy of one
+    migrated once per label-studio release (``label-studio version`` migrates and exits), since
+    migrations are most of a fresh server's start. The first start on it still creates the
+    user and API token, as on an empty folder."""
+    template = REPO / "var" / "test-cache" / f"label-studio-{version('label-studio')}"
+    with made_once(template):
+        if not (template / LABEL_STUDIO_DATABASE).exists():
+            template.parent.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(dir=template.parent))
+            _run([str(Path(sys.executable).parent / "label-studio"), "version"],
+                 env={**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(work), "SENTRY_DSN": "",
+                      "COLLECT_ANALYTICS": "0"})
+            template.mkdir(exist_ok=True)
+            (work / LABEL_STUDIO_DATABASE).rename(template / LABEL_STUDIO_DATABASE)
+            shutil.rmtree(work)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copyfile(template / LABEL_STUDIO_DATABASE, data_dir / LABEL_STUDIO_DATABASE)
+    return data_dir
 
 
 
@@ -43,7 +108,7 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.Lo
     credentials = server.Credentials(
         username="tester@example.com", password="test-password-1", api_key=uuid.uuid4().hex
     )
-    with server.start(data_dir, credentials, allow_local_ml_backends=True) as running:
+    with server.start(migrated(data_dir), credentials, allow_local_ml_backends=True) as running:
         yield running
 
 
@@ -59,7 +124,8 @@ def ls_client(label_studio: server.LocalServer) -> Iterator[LabelStudio]:
 @pytest.fixture(scope="session")
 def ml_python() -> Path:
     """The pre-annotation backend's environment, made from the ml extra on first use."""
-    return ensure_ml_environment(Path(__file__).resolve().parents[1] / ".venv-ml")
+    with made_once(ML_ENV):
+        return ensure_ml_environment(ML_ENV)
 
 
 @pytest.fixture
@@ -148,20 +214,21 @@ def invoke(command: Any, *args: str) -> Result:
 # Sotopia 0.1.5 pins libraries our environment may not share (rich<15, redis-om<0.4), so its
 # models run in their own virtual environment, made once: sotopia itself without its LLM
 # dependencies, plus the three libraries sotopia.database imports.
-SOTOPIA_ENV = Path(__file__).resolve().parents[1] / ".venv-sotopia"
+SOTOPIA_ENV = REPO / ".venv-sotopia"
 SOTOPIA_PACKAGES = ["redis-om>=0.3,<0.4", "rich>=13.6,<15", "pydantic>=2.5,<3"]
 
-def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True)
+def _run(command: list[str], env: Mapping[str, str] | None = None) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
 
 
 def sotopia_python() -> Path:
     python = SOTOPIA_ENV / "bin" / "python"
-    if not (SOTOPIA_ENV / ".ready").exists():
-        _run([sys.executable, "-m", "venv", "--clear", str(SOTOPIA_ENV)])
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        _run([*pip, "--no-deps", "sotopia==0.1.5"])
-        _run([*pip, *SOTOPIA_PACKAGES])
-        (SOTOPIA_ENV / ".ready").touch()
+    with made_once(SOTOPIA_ENV):
+        if not (SOTOPIA_ENV / ".ready").exists():
+            _run([sys.executable, "-m", "venv", "--clear", str(SOTOPIA_ENV)])
+            pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            _run([*pip, "--no-deps", "sotopia==0.1.5"])
+            _run([*pip, *SOTOPIA_PACKAGES])
+            (SOTOPIA_ENV / ".ready").touch()
     return python

@@ -19,7 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def test_every_benchmark_runs_at_quick_sizes() -> None:
+def test_every_benchmark_runs_at_quick_sizes(ml_python: Path) -> None:
+    # The backend part serves from REPO/.venv-ml: ml_python has made it, under the lock that
+    # keeps a parallel worker from building it at the same time.
     run = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick"], cwd=REPO,
                          capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-3000:]

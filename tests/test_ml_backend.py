@@ -45,6 +45,7 @@ from sotopia_ls.labelstudio.push import push_episodes, task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import unmet_requirements
 
+from conftest import migrated
 from ml_backend_support import AUTH, AUTH_SETTINGS, Backend, serve, start_backend
 
 FIXTURE_EPISODE = "episodelog/fixture_episode.json"
@@ -213,7 +214,7 @@ def test_connect_names_the_fix_when_label_studio_blocks_local_addresses(ml_pytho
     credentials = server.Credentials("owner@example.com", "test-password-1", uuid.uuid4().hex)
     backend = serve(ml_python, tmp_path / "blocked.log")
     try:
-        with server.start(tmp_path / "label-studio", credentials) as guarded:
+        with server.start(migrated(tmp_path / "label-studio"), credentials) as guarded:
             project = create_project(LabelStudio(base_url=guarded.url, api_key=credentials.api_key), "test_blocked")
             result = CliRunner().invoke(
                 main, ["connect", "--project", str(project.id), "--backend-url", backend.url],
