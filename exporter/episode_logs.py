@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -68,8 +69,8 @@ def episode_log(episode_id: str, data: Data) -> dict[str, Any]:  # type: ignore[
     return {
         "pk": episode_id,
         "environment": named if isinstance(named, str) and named else _derived(
-            "environment", [scenario, *(agent.goal for agent in agents)]),
-        "agents": [_derived("agent", [getattr(agent, name) for name in _IDENTITY])
+            "environment", (scenario, *(agent.goal for agent in agents))),
+        "agents": [_derived("agent", tuple(getattr(agent, name) for name in _IDENTITY))
                    for agent in agents],
         "tag": str(data.source_tag or ""),
         "models": [str(model) for model in models] if isinstance(models, list) else [],
@@ -98,7 +99,9 @@ def _agents(value: Any) -> Sequence[Any]:
     return agents
 
 
-def _derived(kind: str, content: list[str]) -> str:
+# People and settings recur across episodes: each id is made once per worker, mostly.
+@lru_cache(maxsize=1 << 10)
+def _derived(kind: str, content: tuple[str, ...]) -> str:
     """A stable id made from what identifies the thing: the same content, the same id."""
     return f"{kind}-{hashlib.sha256(orjson.dumps(content)).hexdigest()[:20]}"
 
