@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
 
-from label_studio_sdk import LabelStudio
 
-from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.episode import Episode
 from sotopia_ls.labelstudio.push import push_episodes, task_payload
 
@@ -49,7 +48,7 @@ class ImportFigures:
         return median(ours / plain for ours, plain in zip(self.importer_seconds, self.baseline_seconds))
 
 
-def _fresh_project(client: LabelStudio) -> int:
+def _fresh_project(client: Client) -> int:
     return create_project(client, f"bench_{uuid.uuid4().hex[:10]}").id
 
 
@@ -60,14 +59,14 @@ def _timed(action: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _check_task_count(client: LabelStudio, project_id: int, expected: int) -> None:
+def _check_task_count(client: Client, project_id: int, expected: int) -> None:
     found = client.projects.get(id=project_id).task_number
     if found != expected:
         raise RuntimeError(f"project {project_id} holds {found} tasks, expected {expected}")
 
 
 def measure_import(
-    client: LabelStudio, episodes: list[Episode], *, batch_size: int, rounds: int = 1
+    client: Client, episodes: list[Episode], *, batch_size: int, rounds: int = 1
 ) -> ImportFigures:
     payloads = [task_payload(episode) for episode in episodes]
     batches = [payloads[start : start + batch_size] for start in range(0, len(payloads), batch_size)]

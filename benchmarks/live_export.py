@@ -25,9 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from label_studio_sdk import LabelStudio
 
-from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.exporter.source import project_tasks, tasks_of
 from sotopia_ls.exporter.wire import Task
 from sotopia_ls.labelstudio.push import task_payload
@@ -79,7 +78,7 @@ def _peak_rss(pid: int) -> Iterator[list[float]]:
 
 
 def annotated_project(
-    client: LabelStudio, tasks: int, annotators: int, *, seed: int = 0
+    client: Client, tasks: int, annotators: int, *, seed: int = 0
 ) -> int:
     """A project of ``tasks`` varied sample episodes, each with ``annotators`` real-looking answers."""
     rng = random.Random(seed)
@@ -97,7 +96,7 @@ def annotated_project(
     return project
 
 
-def endpoint_tasks(client: LabelStudio, project_id: int) -> Iterator[Task]:
+def endpoint_tasks(client: Client, project_id: int) -> Iterator[Task]:
     """Every task via ``/api/projects/{id}/export``, streamed on our side as the exporter did."""
     chunks = client.projects.exports.download_sync(
         project_id, export_type="JSON", download_all_tasks=True
@@ -119,7 +118,7 @@ def _measure(
 
 
 def measure_live_export(
-    client: LabelStudio, pid: int, *, tasks: int, annotators: int
+    client: Client, pid: int, *, tasks: int, annotators: int
 ) -> list[LiveFigures]:
     project = annotated_project(client, tasks, annotators)
     try:

@@ -16,9 +16,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from label_studio_sdk import LabelStudio
 
 from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio.client import Client
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_SCRIPT = REPO / "scripts" / "postgres"
@@ -47,7 +47,7 @@ def postgres() -> Iterator[dict[str, str]]:
 
 @dataclass(frozen=True)
 class Running:
-    client: LabelStudio
+    client: Client
     pid: int  # the server process, whose memory the live-export benchmark watches
 
 
@@ -62,4 +62,4 @@ def label_studio(database: str = "sqlite") -> Iterator[Running]:
     with tempfile.TemporaryDirectory(prefix="sotopia-bench-") as data_dir, ExitStack() as stack:
         settings = stack.enter_context(postgres()) if database == "postgresql" else {}
         running = stack.enter_context(server.start(Path(data_dir), credentials, extra_env=settings))
-        yield Running(LabelStudio(base_url=running.url, api_key=credentials.api_key), running.process.pid)
+        yield Running(Client(base_url=running.url, api_key=credentials.api_key), running.process.pid)

@@ -37,10 +37,9 @@ from typing import Any
 
 import httpx
 import psycopg
-from label_studio_sdk import LabelStudio
 
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.study.editor import EDITOR_DIR_ENV, editor_dir, fetch_editor
 from sotopia_ls.study.process import GatewayProcess, start_gateway
@@ -172,7 +171,7 @@ def _gateway_database(settings: dict[str, str]) -> str:
             f"{connection['port']}/study_gateway")
 
 
-def _check(client: LabelStudio, project_id: int, figures: Figures, k: int) -> None:
+def _check(client: Client, project_id: int, figures: Figures, k: int) -> None:
     raters: Counter[int] = Counter()
     for task in client.tasks.list(project=project_id, include="id"):
         annotations = client.annotations.list(id=task.id)
@@ -218,7 +217,7 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
     with tempfile.TemporaryDirectory(prefix="sotopia-study-bench-") as folder:
         work = Path(folder)
         with _label_studio_on_postgres(work) as (running, settings):
-            client = LabelStudio(base_url=running.url, api_key=running.credentials.api_key)
+            client = Client(base_url=running.url, api_key=running.credentials.api_key)
             project = create_project(client, f"bench_study_{uuid.uuid4().hex[:8]}",
                                      annotations_per_task=raters)
             push_episodes(client, project.id, load.episodes(load.seed_episodes(), episodes),

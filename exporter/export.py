@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
-from label_studio_sdk import LabelStudio
 from tqdm.auto import tqdm
 
 from ..errors import InvalidInput
 from ..folders import replaced_folder
-from ..labelstudio.client import annotator_emails, find_project, project_predictions
+from ..labelstudio.client import Client, annotator_emails, find_project, project_predictions
 from ..labelstudio.snapshot import project_reads
 from .accounting import Tally
 from .chunks import CHUNK_BYTES, regions, task_chunks
@@ -195,7 +194,7 @@ def _workspace(out_dir: Path | None) -> Iterator[tuple[Path | None, Path]]:
 
 
 def export_project(
-    client: LabelStudio,
+    client: Client,
     project: str | int,
     out_dir: Path | None = None,
     *,

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from label_studio_sdk import LabelStudio
 
 from ..errors import InvalidInput, Problem
 from ..folders import replaced_folder
+from ..labelstudio.client import Client
 from .accounting import Finding, Tally
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
 from .cells import neutralized_frame
@@ -156,7 +156,7 @@ def _tables(result: ExportResult) -> tuple[pd.DataFrame, pd.DataFrame, Tally, pd
 
 
 def report_project(
-    client: LabelStudio, project: str | int, out_dir: Path, *,
+    client: Client, project: str | int, out_dir: Path, *,
     reference: Path | None = None, with_predictions: bool = False,
     keep_identities: bool = False, bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
     raw_csv: bool = False, reading: Reading = Reading(), progress: bool = False,

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from label_studio_sdk import LabelStudio
-
+from ..labelstudio.client import Client
 from ..labelstudio.snapshot import project_reads
 from .chunks import CHUNK_BYTES, task_chunks
 from .wire import Task, decode_tasks
@@ -34,6 +33,6 @@ def file_tasks(path: Path) -> Iterator[Task]:
     return tasks_of(file_reads(path), str(path))
 
 
-def project_tasks(client: LabelStudio, project_id: int) -> Iterator[Task]:
+def project_tasks(client: Client, project_id: int) -> Iterator[Task]:
     """Tasks of a live project, read from an export snapshot (``project_reads``)."""
     return tasks_of(project_reads(client, project_id), f"project {project_id}")

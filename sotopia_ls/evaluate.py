@@ -20,13 +20,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from label_studio_sdk import LabelStudio
 from tqdm.auto import tqdm
 
 from .chat import EndpointRefused
 from .errors import JudgeRefused
 from .judge import JudgeError, LLMJudge
-from .labelstudio.client import TaskRecord, find_project, task_records, update_task_meta
+from .labelstudio.client import Client, TaskRecord, find_project, task_records, update_task_meta
 from .labelstudio.tasks import EPISODE_ID, JUDGES, stored_judges
 from .scores import Evaluation
 
@@ -58,7 +57,7 @@ def judged_meta(meta: dict[str, Any], evaluation: Evaluation) -> dict[str, Any]:
 
 
 def evaluate_project(
-    client: LabelStudio, project: str | int, judge: LLMJudge, *,
+    client: Client, project: str | int, judge: LLMJudge, *,
     batch_size: int = WRITE_BATCH, progress: bool = False,
 ) -> EvaluationRun:
     """Have ``judge`` evaluate every episode of ``project`` (id or exact title) it has not

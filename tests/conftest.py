@@ -27,12 +27,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 from filelock import FileLock
-from label_studio_sdk import LabelStudio
 
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import episode_tasks
+from sotopia_ls.labelstudio.client import Client, episode_tasks
 from sotopia_ls.labelstudio.results import evaluation_results
 from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import ensure_ml_environment
@@ -113,8 +112,8 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.Lo
 
 
 @pytest.fixture(scope="session")
-def ls_client(label_studio: server.LocalServer) -> Iterator[LabelStudio]:
-    client = LabelStudio(base_url=label_studio.url, api_key=label_studio.credentials.api_key)
+def ls_client(label_studio: server.LocalServer) -> Iterator[Client]:
+    client = Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key)
     yield client
     for project in client.projects.list():
         if (project.title or "").startswith("test_"):
@@ -144,7 +143,7 @@ def row_results(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     return evaluation_results(Evaluation.from_flat(row))
 
 
-def task_ids(client: LabelStudio, project_id: int) -> dict[str, int]:
+def task_ids(client: Client, project_id: int) -> dict[str, int]:
     """``episode id → task id`` of a project that holds each episode once."""
     return {episode: tasks[0].id for episode, tasks in episode_tasks(client, project_id).items()}
 

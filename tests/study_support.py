@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from label_studio_sdk import LabelStudio
 from sqlalchemy import Engine, func, select
 
 from conftest import results_of
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.labelstudio.client import create_project, import_batch
+from sotopia_ls.labelstudio.client import Client, create_project, import_batch
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.study.editor import EDITOR_DIR_ENV
@@ -48,7 +47,7 @@ def prolific_id() -> str:
 SAMPLE_EPISODES = [SAMPLES / "episodelog", SAMPLES / "otree_episodes" / "GPT3.5-GPT3.5"]
 
 
-def study_project(client: LabelStudio, title: str, episodes: int) -> int:
+def study_project(client: Client, title: str, episodes: int) -> int:
     """A project holding the first ``episodes`` sample episodes (no predictions); the first,
     the EpisodeLog fixture, has a stored model evaluation in its task's meta."""
     loaded = load_episodes(SAMPLE_EPISODES).episodes[:episodes]

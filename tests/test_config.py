@@ -10,7 +10,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from label_studio_sdk.label_interface import LabelInterface
 
 from sotopia_ls.cli import main
 from sotopia_ls.config import (
@@ -24,14 +23,15 @@ from sotopia_ls.config import (
 )
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC, rating_name, reasoning_name
 from sotopia_ls.errors import InvalidLabelingConfig
+from sotopia_ls.labelstudio.interface import SdkConfig, sdk_config
 
 RATINGS = [(d, agent) for agent in AGENTS for d in DIMENSIONS]
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def interface() -> LabelInterface:
-    return LabelInterface(labeling_config())
+def interface() -> SdkConfig:
+    return sdk_config(labeling_config())
 
 
 def complete_output() -> dict[str, str]:
@@ -43,10 +43,14 @@ def complete_output() -> dict[str, str]:
     return output
 
 
-def test_the_generated_config_passes_label_studio_sdk_validation():
-    LabelInterface(labeling_config()).validate()
+def test_the_generated_config_passes_the_sdk_s_own_validation(interface):
     assert check_labeling_config(labeling_config()) == labeling_config()
-    assert len(LabelInterface(labeling_config()).controls) == 4 * len(DIMENSIONS)
+    assert len(interface.controls) == 4 * len(DIMENSIONS)
+
+
+def test_a_config_the_sdk_refuses_is_refused_with_its_reason():
+    with pytest.raises(InvalidLabelingConfig, match="label-studio-sdk refuses it: .*View"):
+        sdk_config('<View><Choices name="a" toName="b"/>')
 
 
 @pytest.mark.server
@@ -64,20 +68,20 @@ def test_a_real_label_studio_accepts_the_config_with_the_same_options(ls_client,
 
 @pytest.mark.parametrize(("dimension", "agent"), RATINGS, ids=lambda v: getattr(v, "key", v))
 def test_each_rating_offers_exactly_the_integers_of_its_range(interface, dimension, agent):
-    rating = interface.get_control(rating_name(dimension.key, agent))
+    rating = interface.controls[rating_name(dimension.key, agent)]
     assert rating.tag == "Choices"
-    assert rating.attr["choice"] == "single-radio"
-    assert rating.to_name == ["dialogue"]
+    assert rating.attrs["choice"] == "single-radio"
+    assert rating.to_name == ("dialogue",)
     assert [int(label) for label in rating.labels] == dimension.values
-    assert rating.is_output_required
+    assert rating.required
 
 
 @pytest.mark.parametrize(("dimension", "agent"), RATINGS, ids=lambda v: getattr(v, "key", v))
 def test_each_rating_has_a_required_rationale(interface, dimension, agent):
-    rationale = interface.get_control(reasoning_name(dimension.key, agent))
+    rationale = interface.controls[reasoning_name(dimension.key, agent)]
     assert rationale.tag == "TextArea"
-    assert rationale.to_name == ["dialogue"]
-    assert rationale.is_output_required
+    assert rationale.to_name == ("dialogue",)
+    assert rationale.required
 
 
 def test_no_control_starts_with_a_value():
@@ -119,7 +123,7 @@ def test_a_stale_file_is_detected_and_rewritten(tmp_path):
 
 
 def test_the_json_schema_accepts_a_complete_annotation(interface):
-    jsonschema.validate(complete_output(), interface.to_json_schema())
+    jsonschema.validate(complete_output(), interface.json_schema)
 
 
 @pytest.mark.parametrize(
@@ -128,14 +132,14 @@ def test_the_json_schema_accepts_a_complete_annotation(interface):
 def test_the_json_schema_rejects_an_out_of_range_rating(interface, name, value):
     output = complete_output() | {name: value}
     with pytest.raises(jsonschema.ValidationError, match=name):
-        jsonschema.validate(output, interface.to_json_schema())
+        jsonschema.validate(output, interface.json_schema)
 
 
 def test_the_json_schema_rejects_a_missing_rationale(interface):
     output = complete_output()
     del output["goal_reasoning_2"]
     with pytest.raises(jsonschema.ValidationError, match="goal_reasoning_2"):
-        jsonschema.validate(output, interface.to_json_schema())
+        jsonschema.validate(output, interface.json_schema)
 
 
 def _drop_option(root: ET.Element) -> None:

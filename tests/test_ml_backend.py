@@ -31,7 +31,6 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
-from label_studio_sdk import LabelStudio
 from packaging.version import Version
 
 from sotopia_ls.cli import main
@@ -40,7 +39,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSIONS, DIMENSION_KEYS, rating_nam
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import create_project, request_predictions
+from sotopia_ls.labelstudio.client import Client, create_project, request_predictions
 from sotopia_ls.labelstudio.push import push_episodes, task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import unmet_requirements
@@ -215,7 +214,7 @@ def test_connect_names_the_fix_when_label_studio_blocks_local_addresses(ml_pytho
     backend = serve(ml_python, tmp_path / "blocked.log")
     try:
         with server.start(migrated(tmp_path / "label-studio"), credentials) as guarded:
-            project = create_project(LabelStudio(base_url=guarded.url, api_key=credentials.api_key), "test_blocked")
+            project = create_project(Client(base_url=guarded.url, api_key=credentials.api_key), "test_blocked")
             result = CliRunner().invoke(
                 main, ["connect", "--project", str(project.id), "--backend-url", backend.url],
                 env={"LABEL_STUDIO_URL": guarded.url, "LABEL_STUDIO_API_KEY": credentials.api_key},

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from label_studio_sdk import LabelStudio
 
 from conftest import invoke, results_of
 from study_support import Participant, answers, gateway_env, make_study, study_project
@@ -30,7 +29,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter import export_project
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import create_project
+from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.study.process import gateway
 
@@ -42,7 +41,7 @@ ANNOTATED_TASKS = 3
 
 @dataclass
 class OnPostgres:
-    client: LabelStudio
+    client: Client
     database: dict[str, str]  # Label Studio's DJANGO_DB / POSTGRE_* settings
     running: server.LocalServer
 
@@ -82,7 +81,7 @@ def on_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnPostgres
         )
         data_dir = tmp_path_factory.mktemp("label-studio-postgres")
         with server.start(data_dir, credentials, extra_env=settings) as running:
-            client = LabelStudio(base_url=running.url, api_key=credentials.api_key)
+            client = Client(base_url=running.url, api_key=credentials.api_key)
             yield OnPostgres(client, settings, running)
     finally:
         subprocess.run([str(POSTGRES), "stop", str(cluster)], check=False)

@@ -22,10 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from label_studio_sdk import LabelStudio
 
 from sotopia_ls.cli import main
-from sotopia_ls.labelstudio.client import find_project, register_backend
+from sotopia_ls.labelstudio.client import Client, find_project, register_backend
 from sotopia_ls.labelstudio.server import Credentials, free_port, port_in_use
 
 pytestmark = pytest.mark.server
@@ -97,9 +96,9 @@ def test_every_stop_signal_stops_label_studio_too(number, tmp_path_factory, loca
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["status"] == "UP"
         if number == signal.SIGTERM:
             # Started with --allow-local-backends, Label Studio accepts a backend on 127.0.0.1.
-            client = LabelStudio(base_url=f"http://127.0.0.1:{port}",
-                                 api_key=Credentials.load_or_create(
-                                     data_dir / "credentials.json").api_key)
+            client = Client(base_url=f"http://127.0.0.1:{port}",
+                            api_key=Credentials.load_or_create(
+                                data_dir / "credentials.json").api_key)
             project = find_project(client, "Sotopia human evaluation (demo)")
             assert register_backend(client, project.id, local_backend).state == "CO"
         process.send_signal(number)

@@ -1,7 +1,10 @@
 """The boundary to Label Studio: everything of the package that speaks to it lives here.
 
 - ``client``    every call to the server, through label-studio-sdk, with one error boundary
-                (``sdk_errors``: SDK and HTTP failures become ``LabelStudioError``)
+                (``sdk_errors``: SDK and HTTP failures become ``LabelStudioError``); it returns
+                the package's own frozen types (``Project``, ``Backend``, ``TaskRecord``…) and
+                names the SDK's client ``Client``: no module outside this folder imports the SDK
+- ``interface`` a labeling config as the SDK reads it (``sdk_config``), in the package's types
 - ``tasks``     ``Episode`` → task data (what the labeling config shows) and task ``meta``
 - ``results``   the score model ↔ Label Studio result lists, both directions, validated
 - ``push``      episodes → tasks in a project: batched, idempotent, converging on one task

@@ -3,6 +3,10 @@
 label-studio-sdk and HTTP errors are mapped to ``LabelStudioError`` (with the project id when
 known) in ``sdk_errors``, so callers above this module catch one exception tree. The API key is
 passed to the SDK and nowhere else: it is never part of a message.
+
+What the functions return is the package's own: ``Project``, ``Backend``, ``TaskCopy``,
+``TaskRecord``, ``InviteLinks``, plain ids and dicts, never an SDK object. ``Client`` names the
+SDK's client, so modules outside this folder hold and type one without importing the SDK.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from ..errors import (
 )
 from .server import demo_login
 from .tasks import EPISODE_ID
+
+# The SDK's client under the boundary's name: ``connect`` makes one, and a test may make one
+# directly (``Client(base_url=…, api_key=…)``) for a server it knows to be there.
+Client = LabelStudio
 
 # Enough tasks per page that listing a 10,000-task project takes a handful of requests.
 _PAGE_SIZE = 1000
@@ -71,7 +79,7 @@ def _detail(body: object) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 
-def connect(url: str | None, api_key: str | None) -> LabelStudio:
+def connect(url: str | None, api_key: str | None) -> Client:
     """A client for ``url``; both values are required and checked with one cheap call. The
     key is kept out of every message from here on (``errors.redacted``). Given neither, the
     demo ``sotopia-ls up`` serves from the current folder is used, and stderr says so."""
@@ -90,19 +98,39 @@ def connect(url: str | None, api_key: str | None) -> LabelStudio:
     if _CONTROL.search(api_key):
         raise LabelStudioError("the Label Studio API key holds a line break or another control "
                                "character (read from a file with CRLF line ends?); remove it")
-    client = LabelStudio(base_url=url.rstrip("/"), api_key=api_key)
+    client = Client(base_url=url.rstrip("/"), api_key=api_key)
     with sdk_errors(f"connecting to {redacted(url)}"):
         client.users.whoami()
     return client
 
 
-def find_project(client: LabelStudio, ref: str | int) -> Any:
+@dataclass(frozen=True)
+class Project:
+    """What the package reads of a project: ``maximum_annotations`` is the overlap, how many
+    annotations each task is meant to get (None when Label Studio gives none), and
+    ``expert_instruction`` the instructions annotators see (when ``show_instruction``)."""
+
+    id: int
+    title: str
+    label_config: str
+    maximum_annotations: int | None
+    expert_instruction: str
+    show_instruction: bool
+
+    @classmethod
+    def of(cls, sdk_project: Any) -> Project:
+        return cls(int(sdk_project.id), sdk_project.title or "", sdk_project.label_config or "",
+                   sdk_project.maximum_annotations, sdk_project.expert_instruction or "",
+                   bool(sdk_project.show_instruction))
+
+
+def find_project(client: Client, ref: str | int) -> Project:
     """The project whose id (digits) or exact title is ``ref``."""
     ref = str(ref)
     if ref.isdigit():
         with sdk_errors("looking up the project", project=int(ref)):
             try:
-                return client.projects.get(id=int(ref))
+                return Project.of(client.projects.get(id=int(ref)))
             except ApiError as exc:
                 if exc.status_code == 404:
                     raise ProjectNotFound(f"no project with id {ref}") from exc
@@ -114,10 +142,10 @@ def find_project(client: LabelStudio, ref: str | int) -> Any:
     if len(matches) > 1:
         ids = ", ".join(str(p.id) for p in matches)
         raise LabelStudioError(f"several projects are titled {ref!r} (ids {ids}); pass an id")
-    return matches[0]
+    return Project.of(matches[0])
 
 
-def create_project(client: LabelStudio, title: str, *, annotations_per_task: int = 2) -> Any:
+def create_project(client: Client, title: str, *, annotations_per_task: int = 2) -> Project:
     """A new project with the generated labeling config and the rating instructions.
 
     No Skip button: every episode of the study is meant to be rated, and a skipped task
@@ -128,7 +156,7 @@ def create_project(client: LabelStudio, title: str, *, annotations_per_task: int
         raise LabelStudioError(f"project title {title!r} is too short (3 characters at least)")
     config = check_labeling_config(labeling_config())
     with sdk_errors(f"creating project {title!r}"):
-        return client.projects.create(
+        return Project.of(client.projects.create(
             title=title,
             label_config=config,
             expert_instruction=instructions_html(),
@@ -137,7 +165,7 @@ def create_project(client: LabelStudio, title: str, *, annotations_per_task: int
             maximum_annotations=annotations_per_task,
             # Pre-filled answers anchor annotators; predictions are hidden unless asked for.
             show_collab_predictions=False,
-        )
+        ))
 
 
 @dataclass(frozen=True)
@@ -149,7 +177,7 @@ class TaskCopy:
     worked_on: bool
 
 
-def episode_tasks(client: LabelStudio, project_id: int) -> dict[str, list[TaskCopy]]:
+def episode_tasks(client: Client, project_id: int) -> dict[str, list[TaskCopy]]:
     """``episode_id → its tasks`` (lowest id first) for every task of the project."""
     found: dict[str, list[TaskCopy]] = {}
     with sdk_errors("listing tasks", project=project_id):
@@ -169,13 +197,13 @@ def episode_tasks(client: LabelStudio, project_id: int) -> dict[str, list[TaskCo
     return found
 
 
-def task_count(client: LabelStudio, project_id: int) -> int:
+def task_count(client: Client, project_id: int) -> int:
     """How many tasks the project holds, from one cheap request."""
     with sdk_errors("counting tasks", project=project_id):
         return int(client.projects.get(id=project_id).task_number or 0)
 
 
-def delete_tasks(client: LabelStudio, project_id: int, task_ids: list[int]) -> None:
+def delete_tasks(client: Client, project_id: int, task_ids: list[int]) -> None:
     """Delete tasks in one request (Label Studio's own "Delete tasks" action)."""
     with sdk_errors(f"deleting {len(task_ids)} tasks", project=project_id):
         client.actions.create(
@@ -189,7 +217,7 @@ def delete_tasks(client: LabelStudio, project_id: int, task_ids: list[int]) -> N
 _UNKNOWN_OUTCOME = {408, 502, 503, 504}
 
 
-def import_batch(client: LabelStudio, project_id: int, tasks: list[dict[str, Any]]) -> list[int]:
+def import_batch(client: Client, project_id: int, tasks: list[dict[str, Any]]) -> list[int]:
     """Create ``tasks`` (with any predictions) in one bulk request; returns the new task ids.
 
     The request is ``projects.import_tasks``'s, sent on the SDK's own HTTP client (its base
@@ -235,7 +263,7 @@ def _json_or_text(response: httpx.Response) -> Any:
 
 
 def set_prefill(
-    client: LabelStudio, project_id: int, prefill: bool, version: str | None = None
+    client: Client, project_id: int, prefill: bool, version: str | None = None
 ) -> str | None:
     """Show annotators predictions pre-filled from ``version``, or show none.
 
@@ -272,7 +300,7 @@ class InviteLinks:
     stream: str = ""
 
 
-def invite_links(client: LabelStudio, url: str, project: str | int | None = None) -> InviteLinks:
+def invite_links(client: Client, url: str, project: str | int | None = None) -> InviteLinks:
     """The current invite link (Label Studio's own; opening the invite dialog in its UI makes
     a new one and voids this), and with ``project`` the link that signs a new annotator up
     and sends them to that project's label stream."""
@@ -287,13 +315,13 @@ def invite_links(client: LabelStudio, url: str, project: str | int | None = None
     return InviteLinks(signup, project_id, f"{signup}&next={quote(stream, safe='/')}")
 
 
-def annotator_emails(client: LabelStudio) -> dict[int, str]:
+def annotator_emails(client: Client) -> dict[int, str]:
     """``user id → email`` for every user on the server (an annotation names its user by id)."""
     with sdk_errors("listing users"):
         return {user.id: user.email or user.username for user in client.users.list()}
 
 
-def project_predictions(client: LabelStudio, project_id: int) -> dict[int, dict[str, Any]]:
+def project_predictions(client: Client, project_id: int) -> dict[int, dict[str, Any]]:
     """The latest prediction of each task (``result`` and ``model_version``), by task id.
 
     A JSON export lists predictions by id only; this fetches their contents, for comparing
@@ -308,7 +336,7 @@ def project_predictions(client: LabelStudio, project_id: int) -> dict[int, dict[
     return latest
 
 
-def prediction_count(client: LabelStudio, project_id: int) -> int:
+def prediction_count(client: Client, project_id: int) -> int:
     """How many predictions the project's tasks hold."""
     with sdk_errors("counting predictions", project=project_id):
         return sum(1 for _ in client.predictions.list(project=project_id))
@@ -323,7 +351,7 @@ class TaskRecord:
     meta: dict[str, Any]
 
 
-def task_records(client: LabelStudio, project_id: int) -> list[TaskRecord]:
+def task_records(client: Client, project_id: int) -> list[TaskRecord]:
     """Every task of the project with its ``data`` and ``meta``, lowest id first."""
     with sdk_errors("listing tasks", project=project_id):
         tasks = client.tasks.list(project=project_id, include="id,data,meta", page_size=_PAGE_SIZE)
@@ -333,7 +361,7 @@ def task_records(client: LabelStudio, project_id: int) -> list[TaskRecord]:
     return sorted(records, key=lambda record: record.id)
 
 
-def update_task_meta(client: LabelStudio, project_id: int, task_id: int, meta: dict[str, Any]) -> None:
+def update_task_meta(client: Client, project_id: int, task_id: int, meta: dict[str, Any]) -> None:
     """Replace the task's ``meta``; its data, which annotators see, is left as it is."""
     with sdk_errors("saving a task's meta", project=project_id):
         client.tasks.update(id=str(task_id), meta=meta)
@@ -343,10 +371,19 @@ def update_task_meta(client: LabelStudio, project_id: int, task_id: int, meta: d
 _CONNECTED = "CO"
 
 
+@dataclass(frozen=True)
+class Backend:
+    """An ML backend as Label Studio holds it for a project; ``state`` is Label Studio's
+    (``CO``: connected)."""
+
+    id: int
+    state: str
+
+
 def register_backend(
-    client: Any, project_id: int, backend_url: str, *, title: str = "sotopia-ls",
+    client: Client, project_id: int, backend_url: str, *, title: str = "sotopia-ls",
     auth: tuple[str, str] | None = None,
-) -> Any:
+) -> Backend:
     """Add the backend to the project, or update the one already at ``backend_url``, and
     switch off the event webhook Label Studio makes for it (see ``switch_off_event_webhook``).
 
@@ -386,14 +423,14 @@ def register_backend(
         reason = backend.error_message or "it did not answer /health"
         raise LabelStudioError(f"Label Studio cannot use the backend at {backend_url}: {reason}", project=project_id)
     switch_off_event_webhook(client, project_id, backend_url)
-    return backend
+    return Backend(int(backend.id), backend.state)
 
 
 # Label Studio's answer when a URL falls in a subnet its SSRF guard blocks.
 _BLOCKED_ADDRESS = re.compile(r"URL resolves to a reserved network address \(block: ([^)]+)\)")
 
 
-def switch_off_event_webhook(client: Any, project_id: int, backend_url: str) -> None:
+def switch_off_event_webhook(client: Client, project_id: int, backend_url: str) -> None:
     """Switch off the webhook Label Studio created with the backend (``<backend>/webhook``).
 
     Label Studio sends it every event of the project with its payload, annotations included.
@@ -415,7 +452,7 @@ def switch_off_event_webhook(client: Any, project_id: int, backend_url: str) -> 
 RETRIEVE_BATCH = 100
 
 
-def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRIEVE_BATCH) -> int:
+def request_predictions(client: Client, project_id: int, *, batch_size: int = RETRIEVE_BATCH) -> int:
     """Have Label Studio ask its backend for predictions for every task of the project; how
     many predictions that made (the project's count after, less before).
 
@@ -436,7 +473,7 @@ def request_predictions(client: Any, project_id: int, *, batch_size: int = RETRI
 # --- the study gateway: participants' users, one task's data, their annotations ----------------
 
 
-def ensure_user(client: LabelStudio, email: str, username: str) -> int:
+def ensure_user(client: Client, email: str, username: str) -> int:
     """The id of the user with ``email``, created by the owner's key when there is none.
 
     Such a user has no password and never logs in: the study gateway creates annotations in
@@ -456,14 +493,14 @@ def ensure_user(client: LabelStudio, email: str, username: str) -> int:
                            "with that email")
 
 
-def project_task_data(client: LabelStudio, project_id: int) -> dict[int, dict[str, Any]]:
+def project_task_data(client: Client, project_id: int) -> dict[int, dict[str, Any]]:
     """``task id → data`` of every task of the project (never its ``meta``)."""
     with sdk_errors("listing tasks", project=project_id):
         tasks = client.tasks.list(project=project_id, include="id,data", page_size=_PAGE_SIZE)
         return {task.id: dict(task.data or {}) for task in tasks}
 
 
-def user_annotation(client: LabelStudio, task_id: int, user_id: int) -> int | None:
+def user_annotation(client: Client, task_id: int, user_id: int) -> int | None:
     """The id of the user's (first) annotation on the task, if there is one."""
     with sdk_errors(f"listing the annotations of task {task_id}"):
         mine = [a.id for a in client.annotations.list(id=task_id) if a.completed_by == user_id]
@@ -471,7 +508,7 @@ def user_annotation(client: LabelStudio, task_id: int, user_id: int) -> int | No
 
 
 def save_annotation(
-    client: LabelStudio, task_id: int, *, user_id: int, results: list[dict[str, Any]],
+    client: Client, task_id: int, *, user_id: int, results: list[dict[str, Any]],
     lead_time: float, started_at: datetime, unique_id: str,
 ) -> int:
     """Create the user's annotation on the task once, however often it is sent; its id.

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from label_studio_sdk import LabelStudio
 from tqdm import tqdm
 
 from ..config import check_labeling_config
@@ -29,6 +28,8 @@ from ..episode import Episode
 from ..folders import write_file
 from ..errors import ImportOutcomeUnknown, ProjectNotFound
 from .client import (
+    Client,
+    Project,
     TaskCopy,
     create_project,
     delete_tasks,
@@ -103,7 +104,7 @@ def find_copies(tasks: dict[str, list[TaskCopy]]) -> Copies:
 
 
 def repair_copies(
-    client: LabelStudio, project_id: int, tasks: dict[str, list[TaskCopy]], report: PushReport
+    client: Client, project_id: int, tasks: dict[str, list[TaskCopy]], report: PushReport
 ) -> None:
     """Delete the surplus copies; record the episodes whose copies were worked on."""
     copies = find_copies(tasks)
@@ -113,7 +114,7 @@ def repair_copies(
     report.kept_copies.update(copies.worked_on)
 
 
-def check_project(client: LabelStudio, project: str | int, *, repair: bool = True
+def check_project(client: Client, project: str | int, *, repair: bool = True
                   ) -> tuple[int, Copies]:
     """The project's id and its episodes found in several tasks; with ``repair``, the surplus
     copies are deleted."""
@@ -125,7 +126,7 @@ def check_project(client: LabelStudio, project: str | int, *, repair: bool = Tru
 
 
 def push_episodes(
-    client: LabelStudio,
+    client: Client,
     project_id: int,
     episodes: Iterable[Episode],
     *,
@@ -176,7 +177,7 @@ def _predicted(episodes: Sequence[Episode], with_predictions: bool) -> int:
     return sum(episode.evaluation is not None for episode in episodes) if with_predictions else 0
 
 
-def _keep_predictions_hidden_unless_shown(client: LabelStudio, project_id: int) -> None:
+def _keep_predictions_hidden_unless_shown(client: Client, project_id: int) -> None:
     """Label Studio points a project at the model version of predictions it imports; undo
     that unless the project pre-fills on purpose, so annotations record no unseen prediction."""
     with sdk_errors("reading the project settings", project=project_id):
@@ -186,7 +187,7 @@ def _keep_predictions_hidden_unless_shown(client: LabelStudio, project_id: int) 
 
 
 def import_episodes(
-    client: LabelStudio,
+    client: Client,
     episodes: Iterable[Episode],
     *,
     project: str | int | None = None,
@@ -195,7 +196,7 @@ def import_episodes(
     with_predictions: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool = True,
-) -> tuple[Any, bool, PushReport]:
+) -> tuple[Project, bool, PushReport]:
     """Push ``episodes`` into the project ``project`` (id or exact title), or into the project
     titled ``title``, created (with the generated labeling config) when there is none.
 
@@ -214,7 +215,7 @@ def import_episodes(
     if not created:
         # A researcher may restyle a project's config; one that breaks the rating contract
         # would collect annotations the export refuses.
-        check_labeling_config(target.label_config or "")
+        check_labeling_config(target.label_config)
     report = push_episodes(
         client, target.id, episodes, with_predictions=with_predictions,
         batch_size=batch_size, progress=progress,

@@ -12,11 +12,10 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
-from label_studio_sdk import LabelStudio
 from label_studio_sdk.types import Export
 
 from ..errors import LabelStudioError
-from .client import sdk_errors
+from .client import Client, sdk_errors
 
 _POLL_SECONDS = 1.0
 SNAPSHOT_TITLE = "sotopia-ls export"
@@ -25,7 +24,7 @@ SNAPSHOT_TITLE = "sotopia-ls export"
 _LEFTOVER_AFTER = timedelta(hours=6)
 
 
-def _finished_snapshot(client: LabelStudio, project_id: int, snapshot: Export,
+def _finished_snapshot(client: Client, project_id: int, snapshot: Export,
                        timeout: float) -> Export:
     """``snapshot`` once Label Studio has written it.
 
@@ -47,7 +46,7 @@ def _finished_snapshot(client: LabelStudio, project_id: int, snapshot: Export,
 
 
 def project_reads(
-    client: LabelStudio, project_id: int, *, timeout: float = 3600.0
+    client: Client, project_id: int, *, timeout: float = 3600.0
 ) -> Iterator[bytes]:
     """The bytes of every task of a live project with all annotations (cancelled ones
     included) and drafts, from an export snapshot.
@@ -74,7 +73,7 @@ def project_reads(
             client.projects.exports.delete(project_id, snapshot.id)
 
 
-def _delete_leftovers(client: LabelStudio, project_id: int) -> None:
+def _delete_leftovers(client: Client, project_id: int) -> None:
     now = datetime.now(timezone.utc)
     for snapshot in client.projects.exports.list(project_id):
         created = snapshot.created_at
