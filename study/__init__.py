@@ -6,15 +6,23 @@ completion code. Label Studio stays the store and the researcher's interface; pa
 never get a login, a token or its address.
 
 - ``settings``  the study file (``StudyFile``) that ``study init`` writes
-- ``store``     the gateway's database: participants, visits, slots, assignments
+- ``store``     the gateway's database: participants, visits, page answers, slots, assignments
 - ``arrival``   Prolific's URL parameters, the participant and their visit
 - ``leases``    k slots per episode, leased to participants, settled on submission
-- ``flow``      the pages in order: instructions → rate (× m) → done
+- ``page``      a participant page as an object, as oTree's ``Page``: whether it is displayed,
+                what its template gets (``vars_for_template``), what its submit does
+                (``before_next_page``); a page with a form records its answers by default
+- ``flow``      the gateway's pages in order, ``PAGE_SEQUENCE``: instructions → rate (× m) →
+                done; ``create_app(pages=…)`` takes another sequence (a consent page added is
+                one class and one template)
+- ``gateway``   what every request needs, made once at start (``prepare_gateway``)
 - ``shown``     what of a task a participant's browser receives
 - ``saving``    a submission checked, and written behind into Label Studio exactly once
 - ``security``  headers, CSRF token, bounded bodies, JSON inside HTML
 - ``editor``    Label Studio's editor files: one pinned npm release, verified
-- ``app``       the Starlette app; ``serve`` runs it; ``status`` reports progress
+- ``app``       the Starlette app, its routes built from the page sequence, the out-of-turn
+                guard and the CSRF check once for every page; ``serve`` runs it; ``status``
+                reports progress
 - ``process``   ``study serve`` as a child process, for the tests and the benchmark
 - ``commands``  the ``sotopia-ls study`` commands
 """

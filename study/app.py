@@ -1,6 +1,7 @@
 """The participant gateway: a Starlette app between Prolific and Label Studio.
 
-Routes (``<name>`` is the study's name; nothing else is served, everything else is 404):
+Routes (``<name>`` is the study's name; nothing else is served, everything else is 404), with
+the pages of ``flow.PAGE_SEQUENCE``:
 
     GET  /s/<name>?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…   arrival: record, bind the session
     GET  /s/<name>/instructions      the Social Evaluation Instruction
@@ -11,32 +12,33 @@ Routes (``<name>`` is the study's name; nothing else is served, everything else 
     GET  /static/…                   the editor's files and licences, the page script and style
     GET  /health                     for a load balancer
 
+Every page of the sequence is served the same way (``page.Page``): ``GET /s/<name>/<page>``,
+and its submit, a form ``POST`` to the same address or a script's JSON ``POST`` to its own.
+The guard is here once: a page out of turn sends the participant to the current one, and a
+submit is bounded and needs the session's CSRF token before the page reads it.
+
 The browser only ever holds a signed session cookie naming its visit. It never receives a
 Label Studio address, key, task id or annotation, nor anything of another participant: the
 page gets the labeling config and the shown part of one task's data (``shown``), and its
 submissions go to the gateway, which saves them with the owner's key.
 
 No request waits on Label Studio: the shown data is copied into the gateway's database at
-start, and ratings (and, with a participant's first one, their user) are written behind by
-``LabelStudioWriter``.
-Endpoints are ``async`` and hand the blocking work (the database) to Starlette's thread pool.
+start (``gateway.prepare_gateway``), and ratings (and, with a participant's first one, their
+user) are written behind by ``LabelStudioWriter``. Endpoints are ``async`` and hand the
+blocking work (the database, a page's methods) to Starlette's thread pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
 import jinja2
-from label_studio_sdk import LabelStudio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import Engine
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -44,16 +46,14 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..config import check_labeling_config, instructions_html
-from ..errors import LabelStudioError
-from ..labelstudio.client import find_project, project_task_data
-from . import arrival, leases
-from .flow import current_page
-from .saving import LabelStudioWriter, checked_results, to_names
+from . import arrival
+from .flow import PAGE_SEQUENCE
+from .gateway import Gateway
+from .page import Form, NotAccepted, Page, Script, Turn, check_sequence, current_page
 from .security import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -61,75 +61,12 @@ from .security import (
     bounded_body,
     check_csrf,
     csrf_token,
-    json_for_html,
 )
-from .settings import StudyFile
-from .shown import ShownFields
 
 SESSION_COOKIE = "sotopia_study"
 SESSION_DAYS = 2
-# A rating is 28 short answers; 256 KB leaves room for long rationales.
-MAX_SUBMISSION = 256 * 1024
-TOO_LONG = (f"This rating is too long to save: its rationales together may hold about "
-            f"{MAX_SUBMISSION // 1024} KB. Please shorten the longest ones.")
-MAX_FORM = 4 * 1024
-TASK_CACHE = 4096
-_EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
 
-
-@dataclass
-class Gateway:
-    """Everything a request needs: the study, its database, the project's config, the writer."""
-
-    study: StudyFile
-    engine: Engine
-    config: str
-    targets: dict[str, str]  # control → the object it labels, for rebuilding results
-    writer: LabelStudioWriter
-    shown: Callable[[int], dict[str, Any]]
-
-
-def project_config(study: StudyFile, client: LabelStudio) -> str:
-    """The study project's labeling config, checked against the rating contract."""
-    project = find_project(client, study.project)
-    return check_labeling_config(project.label_config or "")
-
-
-def add_new_episodes(study: StudyFile, client: LabelStudio, engine: Engine, config: str) -> int:
-    """Copy the shown part of every task the gateway's database does not hold yet, each with
-    its k slots; how many were new. Running gateways offer them at once: assignment reads the
-    slots from the database."""
-    fields = ShownFields.of(config)
-    data = project_task_data(client, study.project)
-    if not data:
-        raise LabelStudioError("the project has no tasks: import episodes first",
-                               project=study.project)
-    return leases.add_episodes(engine, study.name,
-                               {task: fields.shown(d) for task, d in data.items()},
-                               study.raters_per_episode)
-
-
-def prepare_gateway(study: StudyFile, client: LabelStudio, engine: Engine) -> Gateway:
-    """Read the project's labeling config and copy every new task into the gateway's
-    database."""
-    config = project_config(study, client)
-    add_new_episodes(study, client, engine, config)
-
-    @lru_cache(maxsize=TASK_CACHE)
-    def shown(task_id: int) -> dict[str, Any]:
-        return leases.shown_episode(engine, study.name, task_id)
-
-    return Gateway(study, engine, config, to_names(config),
-                   LabelStudioWriter(engine, client, study.name), shown)
-
-
-class Submission(BaseModel):
-    """The body of ``POST /s/<name>/submit``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    assignment: str = Field(pattern=r"^[0-9a-f]{32}$")
-    results: list[Any] = Field(max_length=500)
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def unreadable(error: ValidationError) -> str:
@@ -138,33 +75,65 @@ def unreadable(error: ValidationError) -> str:
     return f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}"
 
 
-def _templates() -> Jinja2Templates:
+def _templates(pages: tuple[Page, ...]) -> Jinja2Templates:
+    """The gateway's templates, then each page's own folder."""
+    folders = dict.fromkeys(page.template_folder for page in pages if page.template_folder)
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("sotopia_ls.study", "templates"), autoescape=True,
-        undefined=jinja2.StrictUndefined,
+        loader=jinja2.ChoiceLoader([jinja2.PackageLoader("sotopia_ls.study", "templates"),
+                                    *(jinja2.FileSystemLoader(folder) for folder in folders)]),
+        autoescape=True, undefined=jinja2.StrictUndefined,
     )
     return Jinja2Templates(env=environment)
 
 
-def create_app(gateway: Gateway, *, secret: str, editor_dir: Path,
-               https_only: bool) -> SecurityHeaders:
-    """The gateway's ASGI app; ``https_only`` marks the session cookie Secure. The security
-    headers wrap the Starlette app itself: its error pages (500s included) are made inside
-    Starlette, so they carry them too."""
+def _form_fields(body: bytes) -> dict[str, str | list[str]]:
+    """A form's fields; a field sent several times (checkboxes) as the list of its values."""
+    fields = parse_qs(body.decode("utf-8", "replace"))
+    return {name: values[0] if len(values) == 1 else values for name, values in fields.items()}
+
+
+async def _answers(request: Request, submit: Form | Script) -> BaseModel:
+    """The submit's body, bounded, CSRF-checked and read with its pydantic model; 413, 403 or
+    400 naming the field otherwise."""
+    if isinstance(submit, Script):
+        check_csrf(request, request.headers.get(CSRF_HEADER))
+    try:
+        raw = await bounded_body(request, submit.limit)
+    except HTTPException as refused:  # 413: the participant is told what to shorten
+        raise HTTPException(refused.status_code, submit.too_long) from None
+    try:
+        if isinstance(submit, Script):
+            return submit.answers.model_validate_json(raw)
+        fields = _form_fields(raw)
+        token = fields.pop(CSRF_FIELD, None)
+        check_csrf(request, token if isinstance(token, str) else None)
+        return submit.answers.model_validate(fields)
+    except ValidationError as error:
+        raise HTTPException(400, f"This is not {submit.what} the study can read: "
+                            f"{unreadable(error)}.") from None
+
+
+def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: bool,
+               pages: tuple[Page, ...] = PAGE_SEQUENCE) -> SecurityHeaders:
+    """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
+    cookie Secure. The security headers wrap the Starlette app itself: its error pages (500s
+    included) are made inside Starlette, so they carry them too."""
+    check_sequence(pages)
     study = gateway.study
     engine = gateway.engine
-    templates = _templates()
+    templates = _templates(pages)
     base = f"/s/{study.name}"
-    guide = instructions_html()
+    script_paths = tuple(f"/{page.submit.path}" for page in pages
+                         if isinstance(page.submit, Script))
 
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         return templates.TemplateResponse(
-            request, f"{name}.html", {"title": study.title, "base": base, **context},
+            request, template, {"title": study.title, "base": base, **context},
             status_code=status,
         )
 
-    def go(page_name: str) -> RedirectResponse:
-        return RedirectResponse(f"{base}/{page_name}", status_code=303)
+    def go(page: Page) -> RedirectResponse:
+        return RedirectResponse(f"{base}/{page.name}", status_code=303)
 
     def check_study(request: Request) -> None:
         if request.path_params["study"] != study.name:
@@ -179,11 +148,19 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path,
             raise HTTPException(403, "Please open this study from its link on Prolific.")
         return visit
 
+    async def where(visit: arrival.Visit) -> Page:
+        """The visit's current page, read again from the database."""
+        visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
+        return current_page(pages, visit, study)
+
+    def turn(request: Request, visit: arrival.Visit) -> Turn:
+        return Turn(visit, gateway, base, csrf_token(request))
+
     async def arrive(request: Request) -> Response:
         check_study(request)
         parameters = arrival.read_parameters(request.query_params)
         if isinstance(parameters, list):
-            return page(request, "problem", 400, message=(
+            return render(request, "problem.html", 400, message=(
                 f"This study link is missing or has a malformed {', '.join(parameters)}. "
                 "Please open the study again from Prolific."))
         visit = await run_in_threadpool(arrival.arrive, engine, study.name, parameters)
@@ -191,99 +168,69 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path,
         request.session["visit"] = visit.id
         csrf_token(request)
         # The address bar drops Prolific's parameters at once.
-        return go(current_page(visit, study).name)
+        return go(current_page(pages, visit, study))
 
-    async def instructions(request: Request) -> Response:
-        visit = await current_visit(request)
-        if request.method == "POST":
-            form = parse_qs((await bounded_body(request, MAX_FORM)).decode("utf-8", "replace"))
-            check_csrf(request, (form.get(CSRF_FIELD) or [None])[0])
-            await run_in_threadpool(arrival.mark_instructions_read, engine, visit.id)
-            visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
-            return go(current_page(visit, study).name)
-        return page(request, "instructions", instructions=guide,
-                    first_time=not visit.instructions_read, csrf=csrf_token(request),
-                    csrf_field=CSRF_FIELD)
+    def shows(page: Page) -> Endpoint:
+        """The page's address: GET shows it, a form POST answers it; out of turn, either goes
+        to the current page."""
 
-    async def rate(request: Request) -> Response:
-        visit = await current_visit(request)
-        if current_page(visit, study).name != "rate":
-            return go(current_page(visit, study).name)
-        assignment = await run_in_threadpool(
-            leases.lease_for_visit, engine, study.name, visit.id, visit.participant_id,
-            k=study.raters_per_episode, lease_seconds=study.lease_seconds,
-        )
-        if assignment is None:
-            await run_in_threadpool(arrival.finish, engine, visit.id,
-                                    "completed" if visit.rated else "no_slots")
-            return go("done")
-        data = await run_in_threadpool(gateway.shown, assignment.task_id)
-        await run_in_threadpool(leases.mark_shown, engine, assignment.id)
-        boot = {
-            "config": gateway.config,
-            # A constant task id: the editor shows it, and a real one means nothing to a participant.
-            "task": {"id": 1, "data": data},
-            "assignment": assignment.key,
-            "submit": f"{base}/submit",
-            "csrf": csrf_token(request),
-            "settings": _EDITOR_SETTINGS,
-        }
-        return page(request, "rate", boot=json_for_html(boot), instructions=guide,
-                    number=visit.rated + 1, total=study.episodes_per_participant)
+        async def endpoint(request: Request) -> Response:
+            visit = await current_visit(request)
+            if request.method == "POST":
+                answers = await _answers(request, page.submit)
+                if current_page(pages, visit, study) is page:
+                    await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
+                return go(await where(visit))
+            if current_page(pages, visit, study) is not page and not page.revisitable:
+                return go(current_page(pages, visit, study))
+            context = await run_in_threadpool(page.vars_for_template, turn(request, visit))
+            if context is None:
+                return go(await where(visit))
+            return render(request, page.template, csrf=csrf_token(request),
+                          csrf_field=CSRF_FIELD, **context)
 
-    async def submit(request: Request) -> Response:
-        visit = await current_visit(request)
-        check_csrf(request, request.headers.get(CSRF_HEADER))
-        try:
-            raw = await bounded_body(request, MAX_SUBMISSION)
-        except HTTPException as refused:  # 413: the participant is told what to shorten
-            raise HTTPException(refused.status_code, TOO_LONG) from None
-        try:
-            body = Submission.model_validate_json(raw)
-        except ValidationError as error:
-            raise HTTPException(400, f"This is not a rating the study can read: "
-                                f"{unreadable(error)}.") from None
-        assignment = await run_in_threadpool(leases.find, engine, body.assignment,
-                                             visit.participant_id)
-        if assignment is None or assignment.visit_id != visit.id:
-            raise HTTPException(404, "There is no such episode for you.")
-        results, problems = checked_results(body.results, gateway.targets)
-        if problems:
-            return JSONResponse({"problems": problems}, status_code=422)
-        settled = await run_in_threadpool(leases.settle, engine, assignment, results,
-                                          study.raters_per_episode)
-        if settled.state == "saving":
-            gateway.writer.rating_recorded()
-        visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
-        if visit.rated >= study.episodes_per_participant:
-            await run_in_threadpool(arrival.finish, engine, visit.id, "completed")
-        return JSONResponse({"next": f"{base}/{current_page(visit, study).name}"})
+        return endpoint
 
-    async def done(request: Request) -> Response:
-        visit = await current_visit(request)
-        if current_page(visit, study).name != "done":
-            return go(current_page(visit, study).name)
-        if visit.outcome is None:
-            await run_in_threadpool(arrival.finish, engine, visit.id,
-                                    "completed" if visit.rated else "no_slots")
-            visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
-        if visit.outcome == "completed":
-            return page(request, "done", code=study.completion_code, url=study.completion_url,
-                        rated=visit.rated)
-        return page(request, "no_slots", code=study.no_slots_code, url=study.no_slots_url)
+    def takes(page: Page, submit: Script) -> Endpoint:
+        """A page script's JSON submit; answers where to go next."""
+
+        async def endpoint(request: Request) -> Response:
+            visit = await current_visit(request)
+            answers = await _answers(request, submit)
+            await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
+            return JSONResponse({"next": f"{base}/{(await where(visit)).name}"})
+
+        return endpoint
+
+    def page_routes(page: Page) -> list[BaseRoute]:
+        address = f"/s/{{study}}/{page.name}"
+        if isinstance(page.submit, Script):
+            return [Route(address, shows(page)),
+                    Route(f"/s/{{study}}/{page.submit.path}", takes(page, page.submit),
+                          methods=["POST"])]
+        return [Route(address, shows(page),
+                      methods=["GET", "POST"] if isinstance(page.submit, Form) else ["GET"])]
+
+    def from_script(request: Request) -> bool:
+        return request.url.path.endswith(script_paths)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def refused(request: Request, exc: HTTPException) -> Response:
-        if request.url.path.endswith("/submit"):
+        if from_script(request):
             return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-        return page(request, "problem", exc.status_code, message=exc.detail)
+        return render(request, "problem.html", exc.status_code, message=exc.detail)
+
+    async def not_accepted(request: Request, exc: NotAccepted) -> Response:
+        if from_script(request):
+            return JSONResponse({"problems": exc.problems}, status_code=422)
+        return render(request, "problem.html", 422, message=" ".join(exc.problems))
 
     async def failed(request: Request, exc: Exception) -> Response:
         # The traceback goes to the server's log (uvicorn); the participant gets a plain page.
-        return page(request, "problem", 500, message="Something went wrong on our side. "
-                    "Please reload this page; your ratings so far are kept.")
+        return render(request, "problem.html", 500, message="Something went wrong on our side. "
+                      "Please reload this page; your ratings so far are kept.")
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -297,10 +244,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path,
         routes=[
             Route("/health", health),
             Route("/s/{study}", arrive),
-            Route("/s/{study}/instructions", instructions, methods=["GET", "POST"]),
-            Route("/s/{study}/rate", rate),
-            Route("/s/{study}/submit", submit, methods=["POST"]),
-            Route("/s/{study}/done", done),
+            *(route for page in pages for route in page_routes(page)),
             Mount("/static/editor", StaticFiles(directory=editor_dir)),
             Mount("/static", StaticFiles(packages=[("sotopia_ls.study", "static")])),
         ],
@@ -308,7 +252,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path,
             Middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
                        max_age=SESSION_DAYS * 24 * 3600, same_site="lax", https_only=https_only),
         ],
-        exception_handlers={HTTPException: refused, 500: failed},
+        exception_handlers={HTTPException: refused, NotAccepted: not_accepted, 500: failed},
         lifespan=lifespan,
         debug=False,
     ))

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Engine, func, select, update
 
 from .leases import COUNTED
-from .store import assignments, insert_once, now, participants, visits
+from .store import assignments, insert_once, now, page_answers, participants, visits
 
 _PROLIFIC_ID = r"^[0-9a-fA-F]{24}$"
 EMAIL_DOMAIN = "prolific.invalid"
@@ -60,6 +61,7 @@ class Visit:
     instructions_read: bool
     rated: int
     outcome: str | None
+    answered: frozenset[str]  # the pages whose answers are recorded (``record_answers``)
 
 
 def arrive(engine: Engine, study: str, parameters: ProlificParameters) -> Visit:
@@ -90,11 +92,13 @@ def load_visit(engine: Engine, visit_id: int) -> Visit | None:
         row = conn.execute(
             select(visits, rated.label("rated")).where(visits.c.id == visit_id)
         ).first()
-    if row is None:
-        return None
+        if row is None:
+            return None
+        answered = frozenset(conn.execute(
+            select(page_answers.c.page).where(page_answers.c.visit_id == visit_id)).scalars())
     return Visit(id=row.id, participant_id=row.participant_id,
                  instructions_read=row.instructions_read_at is not None, rated=row.rated,
-                 outcome=row.outcome)
+                 outcome=row.outcome, answered=answered)
 
 
 def mark_instructions_read(engine: Engine, visit_id: int) -> None:
@@ -102,6 +106,13 @@ def mark_instructions_read(engine: Engine, visit_id: int) -> None:
         conn.execute(update(visits).where(visits.c.id == visit_id,
                                           visits.c.instructions_read_at.is_(None))
                      .values(instructions_read_at=now()))
+
+
+def record_answers(engine: Engine, visit_id: int, page: str, answers: dict[str, Any]) -> None:
+    """Keep what the visit answered on ``page``; the first answers stay (a second click
+    changes nothing)."""
+    insert_once(engine, page_answers, {"visit_id": visit_id, "page": page, "answers": answers,
+                                       "answered_at": now()})
 
 
 def finish(engine: Engine, visit_id: int, outcome: str) -> None:

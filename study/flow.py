@@ -2,53 +2,128 @@
 
     arrival (the Prolific link) → instructions → rate (× m) → done
 
-Each page says whether it is displayed for a visit as it stands; a participant is always on
-the first page that is, and a page asked for out of turn sends them there. Reordering or adding
-a page (a consent page, a questionnaire) is a change to ``PAGE_SEQUENCE``.
+Each page (``page.Page``) says whether it is displayed, what its template gets and what its
+submit does; the app builds the routes from ``PAGE_SEQUENCE``. Reordering or adding a page (a
+consent page, a questionnaire) is a change to the sequence, given to ``create_app(pages=…)``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from . import arrival, leases
 from .arrival import Visit
+from .page import NotAccepted, Page, Script, Turn
+from .saving import checked_results
+from .security import json_for_html
 from .settings import StudyFile
 
+# A rating is 28 short answers; 256 KB leaves room for long rationales.
+MAX_SUBMISSION = 256 * 1024
+TOO_LONG = (f"This rating is too long to save: its rationales together may hold about "
+            f"{MAX_SUBMISSION // 1024} KB. Please shorten the longest ones.")
+_EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
 
-class Page:
-    name = ""
 
-    def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
-        raise NotImplementedError
+class Submission(BaseModel):
+    """The body of ``POST /s/<name>/submit``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assignment: str = Field(pattern=r"^[0-9a-f]{32}$")
+    results: list[Any] = Field(max_length=500)
 
 
 class Instructions(Page):
-    """The Social Evaluation Instruction, read once before the first episode."""
+    """The Social Evaluation Instruction, read once before the first episode, and open again
+    from the rating page."""
 
     name = "instructions"
+    revisitable = True
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return not visit.instructions_read
 
+    def vars_for_template(self, turn: Turn) -> dict[str, Any]:
+        return {"instructions": turn.gateway.instructions,
+                "first_time": not turn.visit.instructions_read}
+
+    def before_next_page(self, turn: Turn, answers: BaseModel) -> None:
+        arrival.mark_instructions_read(turn.engine, turn.visit.id)
+
 
 class Rate(Page):
-    """One episode in Label Studio's editor, until m are rated or none is left."""
+    """One episode in Label Studio's editor, until m are rated or none is left; the editor's
+    script posts the rating."""
 
     name = "rate"
+    submit = Script("submit", Submission, MAX_SUBMISSION, TOO_LONG, "a rating")
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return visit.outcome is None and visit.rated < study.episodes_per_participant
+
+    def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
+        study, visit = turn.study, turn.visit
+        assignment = leases.lease_for_visit(
+            turn.engine, study.name, visit.id, visit.participant_id,
+            k=study.raters_per_episode, lease_seconds=study.lease_seconds,
+        )
+        if assignment is None:
+            arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
+            return None
+        data = turn.gateway.shown(assignment.task_id)
+        leases.mark_shown(turn.engine, assignment.id)
+        boot = {
+            "config": turn.gateway.config,
+            # A constant task id: the editor shows it, and a real one means nothing to a participant.
+            "task": {"id": 1, "data": data},
+            "assignment": assignment.key,
+            "submit": f"{turn.base}/{Rate.submit.path}",
+            "csrf": turn.csrf,
+            "settings": _EDITOR_SETTINGS,
+        }
+        return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
+                "number": visit.rated + 1, "total": study.episodes_per_participant}
+
+    def before_next_page(self, turn: Turn, answers: Submission) -> None:
+        """Record the rating with its slot; a retry of one recorded changes nothing. It may
+        come after the page was left (a double click on the last episode), so it is read
+        whatever the current page: the assignment must be this visit's."""
+        study, visit = turn.study, turn.visit
+        assignment = leases.find(turn.engine, answers.assignment, visit.participant_id)
+        if assignment is None or assignment.visit_id != visit.id:
+            raise HTTPException(404, "There is no such episode for you.")
+        results, problems = checked_results(answers.results, turn.gateway.targets)
+        if problems:
+            raise NotAccepted(problems)
+        settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode)
+        if settled.state == "saving":
+            turn.gateway.writer.rating_recorded()
+        if arrival.load_visit(turn.engine, visit.id).rated >= study.episodes_per_participant:
+            arrival.finish(turn.engine, visit.id, "completed")
 
 
 class Done(Page):
     """The completion code and the way back to Prolific, or why there was nothing to rate."""
 
     name = "done"
+    submit = None
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return True
 
+    def vars_for_template(self, turn: Turn) -> dict[str, Any]:
+        study, visit = turn.study, turn.visit
+        if visit.outcome is None:
+            arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
+            visit = arrival.load_visit(turn.engine, visit.id)
+        if visit.outcome == "completed":
+            return {"completed": True, "code": study.completion_code,
+                    "url": study.completion_url, "rated": visit.rated}
+        return {"completed": False, "code": study.no_slots_code, "url": study.no_slots_url}
+
 
 PAGE_SEQUENCE: tuple[Page, ...] = (Instructions(), Rate(), Done())
-
-
-def current_page(visit: Visit, study: StudyFile) -> Page:
-    return next(page for page in PAGE_SEQUENCE if page.is_displayed(visit, study))

@@ -24,14 +24,13 @@ import logging
 import uuid
 from typing import Any
 
-from label_studio_sdk import LabelStudio
 from sqlalchemy import Engine, select, update
 from starlette.concurrency import run_in_threadpool
 
 from ..config import controls
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..errors import LabelStudioError
-from ..labelstudio.client import ensure_user, save_annotation
+from ..labelstudio.client import Client, ensure_user, save_annotation
 from ..labelstudio.results import evaluation_results, read_json_results, shape_problems
 from ..scores import Evaluation
 from .arrival import user_email
@@ -80,7 +79,7 @@ def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, A
     return evaluation_results(Evaluation.from_flat(fields), targets), []
 
 
-def participant_user(engine: Engine, client: LabelStudio, participant_id: int) -> int:
+def participant_user(engine: Engine, client: Client, participant_id: int) -> int:
     """The participant's Label Studio user, created by the owner's key as their first rating
     is saved."""
     with engine.connect() as conn:
@@ -95,7 +94,7 @@ def participant_user(engine: Engine, client: LabelStudio, participant_id: int) -
     return user_id
 
 
-def save(engine: Engine, client: LabelStudio, assignment: Assignment) -> int:
+def save(engine: Engine, client: Client, assignment: Assignment) -> int:
     """Create the assignment's annotation in Label Studio (once) and record its id."""
     annotation_id = save_annotation(
         client, assignment.task_id,
@@ -108,7 +107,7 @@ def save(engine: Engine, client: LabelStudio, assignment: Assignment) -> int:
     return annotation_id
 
 
-def save_waiting(engine: Engine, client: LabelStudio, study: str, *, limit: int = 1) -> int:
+def save_waiting(engine: Engine, client: Client, study: str, *, limit: int = 1) -> int:
     """Claim up to ``limit`` waiting ratings and save them; how many left the outbox (saved,
     or refused by Label Studio and marked failed).
 
@@ -131,7 +130,7 @@ def save_waiting(engine: Engine, client: LabelStudio, study: str, *, limit: int 
     return settled
 
 
-def save_all_waiting(engine: Engine, client: LabelStudio, study: str) -> int:
+def save_all_waiting(engine: Engine, client: Client, study: str) -> int:
     """Save every waiting rating not claimed elsewhere, now; how many left the outbox."""
     total = 0
     while settled := save_waiting(engine, client, study, limit=16):
@@ -139,7 +138,7 @@ def save_all_waiting(engine: Engine, client: LabelStudio, study: str) -> int:
     return total
 
 
-def retry_saves(engine: Engine, client: LabelStudio, study: str,
+def retry_saves(engine: Engine, client: Client, study: str,
                 assignment_ids: list[int] | None) -> dict[int, str]:
     """Put failed ratings (``assignment_ids``, or all) back in the outbox and save what waits
     now; each one's state afterwards (``saved``, ``failed`` again, or still ``saving``: Label
@@ -154,7 +153,7 @@ class LabelStudioWriter:
     submit (with a participant's first, their Label Studio user), and every ``SWEEP_SECONDS``
     whatever is still waiting (a save that failed, one a killed process had claimed)."""
 
-    def __init__(self, engine: Engine, client: LabelStudio, study: str) -> None:
+    def __init__(self, engine: Engine, client: Client, study: str) -> None:
         self.engine, self.client, self.study = engine, client, study
         self._ratings: asyncio.Queue[None] | None = None
 

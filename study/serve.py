@@ -7,14 +7,14 @@ import copy
 from pathlib import Path
 
 import uvicorn
-from label_studio_sdk import LabelStudio
 
 from ..config import check_labeling_config
 from ..errors import StudyError
-from ..labelstudio.client import find_project
+from ..labelstudio.client import Client, find_project
 from ..ml_backend import is_loopback
-from .app import add_new_episodes, create_app, prepare_gateway, project_config
+from .app import create_app
 from .editor import check_editor, editor_dir
+from .gateway import add_new_episodes, prepare_gateway, project_config
 from .security import GatewayH11Protocol
 from .settings import StudyFile, new_study, write_study
 from .store import open_store
@@ -25,12 +25,12 @@ DEFAULT_PORT = 8000
 PROLIFIC_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 
 
-def init_study(client: LabelStudio, path: Path, *, project: str, overwrite: bool = False,
+def init_study(client: Client, path: Path, *, project: str, overwrite: bool = False,
                **fields: object) -> StudyFile:
     """Write the study file for ``project`` (id or exact title) after checking the project:
     it must exist and keep the rating contract. ``fields`` are ``StudyFile``'s."""
     found = find_project(client, project)
-    check_labeling_config(found.label_config or "")
+    check_labeling_config(found.label_config)
     study = new_study(project=found.id, **fields)
     write_study(study, path, overwrite=overwrite)
     return study
@@ -51,7 +51,7 @@ def check_bind(host: str, public: bool) -> None:
         )
 
 
-def sync_episodes(study: StudyFile, client: LabelStudio, *, database: str | None = None) -> int:
+def sync_episodes(study: StudyFile, client: Client, *, database: str | None = None) -> int:
     """Give the tasks imported into the study's project since the gateway started their k
     slots; gateways already running offer them at once. How many were new."""
     engine = open_store(database or study.database)
@@ -65,7 +65,7 @@ def _log_config() -> dict:
     return config
 
 
-def serve_study(study: StudyFile, client: LabelStudio, *, database: str | None = None,
+def serve_study(study: StudyFile, client: Client, *, database: str | None = None,
                 host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False) -> None:
     """Run the gateway until stopped: uvicorn, no reload, no debug, no access log with ids,
     no WebSocket upgrades (the gateway has none), and uvicorn's own 400s with the security

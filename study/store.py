@@ -1,10 +1,12 @@
-"""The gateway's own database: participants, their visits, episode slots and assignments.
+"""The gateway's own database: participants, their visits and page answers, episode slots and
+assignments.
 
 SQLAlchemy Core on SQLite (the default, one file) or PostgreSQL (``postgresql://…``, through
 psycopg), so several gateway processes can share one state. Every rule that must hold across
 processes is a constraint or a conditional update inside a transaction, never a check made
 in Python first:
 
+- ``page_answers``: what a visit answered on a page that keeps its answers (``page.Page``).
 - ``episodes``: the shown part of each task (``study.shown``), so pages need no Label Studio.
 - ``slots``: exactly k rows per episode (task). A slot is ``free``, ``leased`` (held for one
   assignment until ``expires_at``) or ``done`` (its assignment was submitted). Taking a slot
@@ -78,6 +80,17 @@ visits = Table(
     _time("finished_at"),
     Column("outcome", String(16)),  # "completed" | "no_slots" once finished
     UniqueConstraint("participant_id", "prolific_session_id"),
+)
+
+# What a participant answered on a page of the sequence that keeps its own answers (a consent
+# page, a questionnaire): one row per visit and page, its answers as the page's form read them.
+# A table of its own, so that databases made before it get it too.
+page_answers = Table(
+    "page_answers", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("page", String(64), primary_key=True),
+    Column("answers", JSON, nullable=False),
+    _time("answered_at", nullable=False),
 )
 
 # What a participant's browser may receive of each task (``shown``), copied from Label Studio

@@ -18,7 +18,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from label_studio_sdk import LabelStudio
 from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
 from sqlalchemy import select
 
@@ -39,6 +38,7 @@ from study_support import (
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, RUBRIC
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.settings import StudyFile
@@ -113,7 +113,7 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def journey(ls_client: LabelStudio, label_studio: LocalServer, browser: Browser,
+def journey(ls_client: Client, label_studio: LocalServer, browser: Browser,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journey]:
     """A participant arrives from Prolific, reads the instructions, rates two episodes (one
     rationale left out, then one of spaces, both refused) and goes back to Prolific."""

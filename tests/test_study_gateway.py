@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from label_studio_sdk import LabelStudio
 from sqlalchemy import Engine, select
 from starlette.testclient import TestClient
 
@@ -35,8 +34,10 @@ from study_support import (
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.app import create_app, prepare_gateway
+from sotopia_ls.study.app import create_app
+from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.security import SECURITY_HEADERS
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
@@ -50,7 +51,7 @@ SECRET = secrets.token_urlsafe(32)
 class Study:
     """A study on a fresh project of three episodes, with its gateway app in this process."""
 
-    def __init__(self, client: LabelStudio, title: str, tmp: Path, **fields: object) -> None:
+    def __init__(self, client: Client, title: str, tmp: Path, **fields: object) -> None:
         self.client = client
         self.project = study_project(client, title, episodes=3)
         self.settings: StudyFile = make_study(tmp, self.project, **fields)
@@ -82,7 +83,7 @@ class Study:
 
 
 @pytest.fixture
-def study(ls_client: LabelStudio, project_title: str, tmp_path: Path) -> Study:
+def study(ls_client: Client, project_title: str, tmp_path: Path) -> Study:
     return Study(ls_client, project_title, tmp_path)
 
 
@@ -335,9 +336,9 @@ def test_a_rating_made_while_label_studio_is_down_is_saved_when_it_is_back(study
     assert len(study.annotations()) == 1
 
 
-def connect_to_nothing() -> LabelStudio:
+def connect_to_nothing() -> Client:
     """A client whose server is gone (a closed port), failing fast."""
-    return LabelStudio(base_url="http://127.0.0.1:9", api_key="x", timeout=2)
+    return Client(base_url="http://127.0.0.1:9", api_key="x", timeout=2)
 
 
 # --- the researcher's commands ---------------------------------------------------------------

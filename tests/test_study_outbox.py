@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from label_studio_sdk import LabelStudio
 from sqlalchemy import select, update
 
 from conftest import invoke, results_of
 from study_support import answers, check_invariants
 from test_study_gateway import Study
 from sotopia_ls.cli import main
+from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.store import assignments, slots
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.server
 
 
 @pytest.fixture
-def study(ls_client: LabelStudio, project_title: str, tmp_path: Path) -> Study:
+def study(ls_client: Client, project_title: str, tmp_path: Path) -> Study:
     return Study(ls_client, project_title, tmp_path)
 
 
@@ -133,7 +133,7 @@ def test_a_rationale_holding_nul_is_saved_without_it(study):
 def refused_by_label_studio(study: Study, label_studio: LocalServer) -> None:
     """A participant's rating, then its save refused with a 4xx: the owner's key was replaced
     in Label Studio while the gateway ran with the old one."""
-    revoked = LabelStudio(base_url=label_studio.url, api_key="revoked-" + "0" * 32)
+    revoked = Client(base_url=label_studio.url, api_key="revoked-" + "0" * 32)
     someone = study.participant()
     someone.begin()
     assert someone.rate(5).status_code == 200
@@ -216,7 +216,7 @@ def test_study_status_says_when_a_rating_has_waited_long_while_label_studio_fail
     someone = study.participant()
     someone.begin()
     assert someone.rate(6).status_code == 200
-    gone = LabelStudio(base_url="http://127.0.0.1:9", api_key="x", timeout=2)  # a closed port
+    gone = Client(base_url="http://127.0.0.1:9", api_key="x", timeout=2)  # a closed port
 
     assert save_all_waiting(study.engine, gone, "pilot") == 0  # kept waiting, not failed
     with study.engine.begin() as conn:  # as if submitted five minutes ago

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from label_studio_sdk import LabelStudio
 from sqlalchemy import select
 
 from study_support import (
@@ -28,6 +27,7 @@ from study_support import (
     study_project,
     wait_until_saved,
 )
+from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
 from sotopia_ls.study.process import start_gateway
 from sotopia_ls.study.store import assignments, open_store, participants
@@ -45,7 +45,7 @@ def wait_for(condition, timeout: float = 30.0) -> None:
 
 
 def test_a_gateway_killed_mid_study_restarts_with_every_lease_and_every_rating_once(
-    ls_client: LabelStudio, label_studio: LocalServer, project_title: str, tmp_path: Path
+    ls_client: Client, label_studio: LocalServer, project_title: str, tmp_path: Path
 ):
     project = study_project(ls_client, project_title, episodes=3)
     study = make_study(tmp_path, project)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from label_studio_sdk import LabelStudio
 from sqlalchemy import Engine, select
 
 from study_support import (
@@ -27,6 +26,7 @@ from study_support import (
 )
 from test_postgres import database_settings, start_postgres
 from sotopia_ls.errors import StudyError
+from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.process import SOTOPIA_LS, GatewayProcess, gateway
 from sotopia_ls.study.security import SECURITY_HEADERS
@@ -40,11 +40,11 @@ POSTGRES = Path(__file__).resolve().parents[1] / "scripts" / "postgres"
 class Served:
     running: GatewayProcess
     engine: Engine
-    client: LabelStudio
+    client: Client
 
 
 @pytest.fixture(scope="module")
-def served(ls_client: LabelStudio, label_studio: LocalServer,
+def served(ls_client: Client, label_studio: LocalServer,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A study of three episodes, k = 2, its gateway a `study serve` process."""
     tmp = tmp_path_factory.mktemp("served")
@@ -166,7 +166,7 @@ def _sotopia_ls(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
 @pytest.mark.server
 @pytest.mark.postgres
 def test_on_postgresql_the_gateway_takes_the_password_from_the_environment_not_the_file(
-    ls_client: LabelStudio, label_studio: LocalServer, tmp_path: Path
+    ls_client: Client, label_studio: LocalServer, tmp_path: Path
 ):
     cluster = start_postgres()
     try:

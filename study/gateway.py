@@ -1,0 +1,69 @@
+"""What every request of the gateway needs, made once at start (``prepare_gateway``): the study,
+its database, the project's labeling config, the instructions, the writer behind the
+participants, and the shown part of each task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Engine
+
+from ..config import check_labeling_config, instructions_html
+from ..errors import LabelStudioError
+from ..labelstudio.client import Client, find_project, project_task_data
+from . import leases
+from .saving import LabelStudioWriter, to_names
+from .settings import StudyFile
+from .shown import ShownFields
+
+TASK_CACHE = 4096
+
+
+@dataclass
+class Gateway:
+    """Everything a request needs: the study, its database, the project's config, the
+    instructions' HTML, the writer, and the shown part of a task by its id."""
+
+    study: StudyFile
+    engine: Engine
+    config: str
+    targets: dict[str, str]  # control → the object it labels, for rebuilding results
+    instructions: str
+    writer: LabelStudioWriter
+    shown: Callable[[int], dict[str, Any]]
+
+
+def project_config(study: StudyFile, client: Client) -> str:
+    """The study project's labeling config, checked against the rating contract."""
+    return check_labeling_config(find_project(client, study.project).label_config)
+
+
+def add_new_episodes(study: StudyFile, client: Client, engine: Engine, config: str) -> int:
+    """Copy the shown part of every task the gateway's database does not hold yet, each with
+    its k slots; how many were new. Running gateways offer them at once: assignment reads the
+    slots from the database."""
+    fields = ShownFields.of(config)
+    data = project_task_data(client, study.project)
+    if not data:
+        raise LabelStudioError("the project has no tasks: import episodes first",
+                               project=study.project)
+    return leases.add_episodes(engine, study.name,
+                               {task: fields.shown(d) for task, d in data.items()},
+                               study.raters_per_episode)
+
+
+def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway:
+    """Read the project's labeling config and copy every new task into the gateway's
+    database."""
+    config = project_config(study, client)
+    add_new_episodes(study, client, engine, config)
+
+    @lru_cache(maxsize=TASK_CACHE)
+    def shown(task_id: int) -> dict[str, Any]:
+        return leases.shown_episode(engine, study.name, task_id)
+
+    return Gateway(study, engine, config, to_names(config), instructions_html(),
+                   LabelStudioWriter(engine, client, study.name), shown)
