@@ -27,7 +27,7 @@ from msgspec import UNSET, Struct
 from ..dimensions import AGENTS, DIMENSIONS, Dimension, rating_name, reasoning_name
 from ..scores import RATING_FIELDS, Evaluation
 from ..text import usable
-from .tasks import DIALOGUE
+from .tasks import DIALOGUE, UNNAMED_EVALUATOR
 
 RATING_TYPE = "choices"
 REASONING_TYPE = "textarea"
@@ -94,9 +94,11 @@ def evaluation_results(
 
 
 def evaluation_prediction(evaluation: Evaluation) -> dict[str, Any]:
-    """One Label Studio prediction holding every result of a stored evaluation."""
+    """One Label Studio prediction holding every result of a stored evaluation. No ``score``:
+    Label Studio shows a prediction's score as a confidence in percent, which no Sotopia
+    score is."""
     return {
-        "model_version": evaluation.evaluator or "sotopia-evaluation",
+        "model_version": evaluation.evaluator or UNNAMED_EVALUATOR,
         "result": evaluation_results(evaluation),
     }
 
