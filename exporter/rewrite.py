@@ -47,15 +47,8 @@ def rewrite(folder: Path, repeats: Repeats, schema: pa.Schema) -> None:
     """Rewrite the chunk files in ``folder`` for ``repeats``."""
     several = repeats.several_tasks
     records = _lines(folder / "annotations.jsonl", set(repeats.aggregated))
-    dropped = set(repeats.refused)
-    for name in ("annotations.jsonl", "evaluations.jsonl"):
-        _rewritten(folder / name, lambda lines: _without(lines, dropped))
-    _rewritten(folder / "scores_wide.csv",
-               lambda lines: _without(_csv_rows(lines), dropped, header=1))
-    long_dropped = {row * _LONG_ROWS + pair for row in dropped for pair in range(_LONG_ROWS)}
-    _rewritten(folder / "scores_long.csv",
-               lambda lines: _without(_csv_rows(lines), long_dropped, header=1))
-    _parquet_without(folder / "scores_long.parquet", dropped, schema)
+    if repeats.refused:
+        _rows_without(folder, set(repeats.refused), schema)
     aggregated = [orjson.loads(line) for line in records]
     rows = [{"episode_id": record["episode"], "annotator_id": record["annotator_id"]}
             for record in aggregated]
@@ -64,6 +57,18 @@ def rewrite(folder: Path, repeats: Repeats, schema: pa.Schema) -> None:
         lambda moved: [jsonl(episode_records(rows, aggregated))]))
     _rewritten(folder / "episode_logs.jsonl", lambda lines: _moved_to_end(
         lines, lambda line: _LOG.decode(line).pk in several, _first_of_each))
+
+
+def _rows_without(folder: Path, dropped: set[int], schema: pa.Schema) -> None:
+    """The files with a row per annotation (``scores_long``: per score) without ``dropped``."""
+    for name in ("annotations.jsonl", "evaluations.jsonl"):
+        _rewritten(folder / name, lambda lines: _without(lines, dropped))
+    _rewritten(folder / "scores_wide.csv",
+               lambda lines: _without(_csv_rows(lines), dropped, header=1))
+    long_dropped = {row * _LONG_ROWS + pair for row in dropped for pair in range(_LONG_ROWS)}
+    _rewritten(folder / "scores_long.csv",
+               lambda lines: _without(_csv_rows(lines), long_dropped, header=1))
+    _parquet_without(folder / "scores_long.parquet", dropped, schema)
 
 
 def _lines(path: Path, numbers: set[int]) -> list[bytes]:
