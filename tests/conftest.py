@@ -41,7 +41,8 @@ from sotopia_ls.scores import Evaluation
 REPO = Path(__file__).resolve().parents[1]
 ML_ENV = REPO / ".venv-ml"
 # Marked tests that take longest, longest first. Their files run first, so that under
-# pytest-xdist (scripts/test) none of them is left running alone at the end.
+# pytest-xdist (scripts/test, which keeps this order with --no-loadscope-reorder) none of them
+# is left running alone at the end.
 HEAVIEST_FIRST = ("slow", "postgres", "browser")
 
 

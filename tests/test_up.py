@@ -1,9 +1,9 @@
 """`sotopia-ls up` owns the Label Studio it starts, and opens it to colleagues and a local
 backend only as asked.
 
-Each run starts a real Label Studio through `up` (the data folder is shared between runs, so
-only the first one migrates a database), then stops `up` with one signal and checks that
-nothing listens on the port afterwards.
+Each run starts a real Label Studio through `up` (the data folder is shared between runs, its
+database migrated before the first: a fresh folder is the wheel's and the demo's tests), then
+stops `up` with one signal and checks that nothing listens on the port afterwards.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from sotopia_ls.cli import main
 from sotopia_ls.labelstudio.client import Client, find_project, register_backend
 from sotopia_ls.labelstudio.server import Credentials, free_port, port_in_use
 
+from conftest import migrated
+
 pytestmark = pytest.mark.server
 
 
@@ -46,6 +48,12 @@ class Backend(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     do_GET = do_POST = _answer
+
+
+@pytest.fixture(scope="module")
+def up_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The data folder every `up` here serves from."""
+    return migrated(tmp_path_factory.mktemp("up-data"))
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +96,8 @@ def port_freed(port: int, within: float = 30.0) -> bool:
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
                          ids=lambda number: signal.Signals(number).name)
-def test_every_stop_signal_stops_label_studio_too(number, tmp_path_factory, local_backend):
-    data_dir = tmp_path_factory.getbasetemp() / "up-data"
+def test_every_stop_signal_stops_label_studio_too(number, up_data, local_backend):
+    data_dir = up_data
     port = free_port()
     process = start_up(data_dir, port, "--allow-local-backends")
     try:
@@ -120,13 +128,11 @@ def test_a_fresh_demo_is_owned_by_its_owner_and_an_earlier_demo_keeps_its_login(
     assert json.loads(earlier.read_text()) == login
 
 
-def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(
-    tmp_path_factory, tmp_path
-):
+def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data, tmp_path):
     """After scripts/demo, a newcomer runs a command with no --url or --api-key: it uses the
     demo's server and the owner's key, saying where they came from; once the demo stops, it
     asks for them again."""
-    data_dir = tmp_path_factory.getbasetemp() / "up-data"
+    data_dir = up_data
     port = free_port()
     printed: list[str] = []
     process = start_up(data_dir, port, printed=printed)
