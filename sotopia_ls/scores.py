@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from .dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, Dimension, rating_name, reasoning_name
+from .text import usable
 
 RATING_FIELDS: tuple[str, ...] = tuple(
     rating_name(key, agent) for agent in AGENTS for key in DIMENSION_KEYS
@@ -34,9 +35,20 @@ SCORE_FIELDS: tuple[str, ...] = tuple(
 )
 
 
+def _reasoning(text: str) -> str:
+    """The rationale rule (``sotopia_ls.text``), whoever wrote the text: what Label Studio's
+    database would refuse is removed, and a blank text is no reasoning ("")."""
+    return usable(text) or ""
+
+
+# Every reasoning passes the rule here, so no judge, file or annotator can bring in a text
+# that a Label Studio on PostgreSQL refuses (NUL, lone surrogates) when it is stored.
+Reasoning = Annotated[str, AfterValidator(_reasoning)]
+
+
 def _pair(dimension: Dimension) -> Any:
     score = Annotated[int, Field(strict=True), AfterValidator(dimension.check)]
-    return (tuple[str, score] | None, Field(default=None, description=dimension.guidance))
+    return (tuple[Reasoning, score] | None, Field(default=None, description=dimension.guidance))
 
 
 AgentScores: type[BaseModel] = create_model(  # type: ignore[call-overload]

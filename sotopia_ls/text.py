@@ -1,5 +1,6 @@
 """What a rationale may hold, and when it is blank: one rule for the study gateway, the
-importer's stored evaluations and the exporter.
+importer's stored evaluations, an LLM judge's answers and the exporter (``scores.AgentScores``
+applies it to every reasoning it holds).
 
 Why one rule: a participant told "saved" must have given a text that Label Studio can store
 and that the exporter keeps. Were the three to judge texts differently, an acknowledged

@@ -4,10 +4,16 @@ participant told "saved" gave a text Label Studio's database stores and the expo
 
 from __future__ import annotations
 
+import json
+
+import orjson
 import pytest
 
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
+from sotopia_ls.evaluate import judged_meta
 from sotopia_ls.importer.evaluation import stored_evaluation
+from sotopia_ls.judge import parse_evaluation
+from sotopia_ls.labelstudio.tasks import JUDGES
 from sotopia_ls.labelstudio.results import (
     evaluation_results,
     read_json_results,
@@ -128,3 +134,20 @@ def test_a_rationale_whose_text_is_an_object_of_one_key_is_no_rationale():
     fields, problems = read_json_results(results)
 
     assert problems == [("goal_reasoning_2", "no rationale text (expected text)")]
+
+
+def test_a_judges_reasoning_is_stored_without_what_a_database_refuses():
+    """A model's answer may carry NUL or a lone surrogate (JSON escapes them); what
+    ``sotopia-ls evaluate`` keeps in the task's meta holds neither, so a Label Studio on
+    PostgreSQL stores it, and a reasoning with nothing visible is no reasoning."""
+    answer = {f"agent_{agent}_evaluation": {d.key: ["fine", d.range_low] for d in DIMENSIONS}
+              for agent in AGENTS}
+    answer["agent_1_evaluation"]["believability"][0] = "credi\x00ble\ud800"
+    answer["agent_2_evaluation"]["goal"][0] = "\x00\u200b"
+
+    meta = judged_meta({}, parse_evaluation(json.dumps(answer), "judge"))
+
+    stored = meta[JUDGES]["judge"]["agents"]
+    assert stored[0]["believability"] == ["credible", DIMENSIONS[0].range_low]
+    assert stored[1]["goal"][0] == ""
+    orjson.dumps(meta)  # refuses a lone surrogate, as PostgreSQL does

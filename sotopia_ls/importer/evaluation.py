@@ -5,8 +5,8 @@
 number per agent is Sotopia's mark of a failed evaluation: the episode simply has none.
 Dimensions of the rubric that ``rewards`` lacks are gaps of the evaluation (kept, and reported
 by ``LoadResult.gaps``); dimensions the rubric does not have are ignored. ``reasoning`` is
-the evaluator's text (each dimension's part kept by ``sotopia_ls.text.usable``, the rule
-annotators' rationales follow: a blank part is an empty rationale)::
+the evaluator's text (each dimension's part kept by the rationale rule that ``AgentScores``
+applies to every reasoning: a blank part is an empty rationale)::
 
     Environment comments: …
     Agent 1 comments:
@@ -28,7 +28,6 @@ from pydantic import Field, ValidationError
 
 from ..dimensions import DIMENSION_KEYS
 from ..scores import Evaluation
-from ..text import usable
 from .records import RecordError
 
 # Strict: a score written as "7" or true is not a number, whatever a lax parser would make of it.
@@ -87,8 +86,7 @@ def _judgements(
             raise RecordError(
                 f"agent {agent}: {key} score {score} is not a whole number", "rewards"
             )
-        # The rationale rule of the gateway and the exporter: a blank text is no text.
-        pairs[key] = (usable(texts.get(key, "")) or "", int(score))
+        pairs[key] = (texts.get(key, ""), int(score))  # AgentScores applies the rationale rule
     return pairs
 
 
