@@ -15,6 +15,16 @@ from .scores import Evaluation
 
 TurnKind = Literal["speak", "non-verbal communication", "action", "none", "leave"]
 
+# How Sotopia words each kind of turn after the agent's name (``AgentAction.to_natural_language``):
+# the judge's prompt, the exported episode logs and the dialogue annotators read all say it so.
+ACTION_WORDING: dict[str, str] = {
+    "speak": 'said: "{text}"',
+    "non-verbal communication": "[non-verbal communication] {text}",
+    "action": "[action] {text}",
+    "none": "did nothing",
+    "leave": "left the conversation",
+}
+
 
 class Turn(BaseModel):
     """One agent action. ``text`` is what was said or done, without the speaker's name."""

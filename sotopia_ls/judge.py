@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from .chat import ChatEndpoint, InvalidReply
 from .dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS
+from .episode import ACTION_WORDING
 from .labelstudio.tasks import DIALOGUE, agent_field
 from .scores import AgentScores, Evaluation
 
@@ -92,16 +93,6 @@ class LLMJudge:
 
 # --- the prompt ------------------------------------------------------------------------------
 
-# How Sotopia's AgentAction words each kind of turn (``None``: left out, as the evaluator does).
-_ACTIONS: dict[str, str | None] = {
-    "speak": 'said: "{text}"',
-    "non-verbal communication": "[non-verbal communication] {text}",
-    "action": "[action] {text}",
-    "leave": "left the conversation",
-    "none": None,
-}
-
-
 def evaluation_prompt(data: dict[str, Any]) -> str:
     """Sotopia's evaluation prompt for the episode whose task data is ``data``."""
     names = [_text(data, agent_field(agent, "name")) for agent in AGENTS]
@@ -117,8 +108,8 @@ def evaluation_prompt(data: dict[str, Any]) -> str:
     lines += [f"{name}'s goal: {_text(data, agent_field(agent, 'goal'))}"
               for agent, name in zip(AGENTS, names)]
     for number, (speaker, kind, text) in enumerate(_turns(data), start=1):
-        wording = _ACTIONS.get(kind, "{text}")
-        if wording is not None:
+        if kind != "none":  # a turn of doing nothing is left out, as the evaluator leaves it
+            wording = ACTION_WORDING.get(kind, "{text}")
             lines += [f"Turn #{number}", f"{speaker} {wording.format(text=text)}"]
     keys = ", ".join(f'"agent_{agent}_evaluation" ({name})' for agent, name in zip(AGENTS, names))
     return "\n".join(lines) + (

@@ -30,20 +30,12 @@ from typing import Any
 import msgspec
 import orjson
 
-from ..episode import PROFILE_FIELDS
+from ..episode import ACTION_WORDING, PROFILE_FIELDS
 from ..importer.messages import ENVIRONMENT, Message
 from ..labelstudio.tasks import AGENTS_KEY, DIALOGUE, SOURCE_ENVIRONMENT
 from .wire import Data, Turn
 
-# Sotopia's AgentAction.to_natural_language, by action type (the importer's turn kinds).
-_ACTION = {
-    "speak": 'said: "{}"',
-    "non-verbal communication": "[non-verbal communication] {}",
-    "action": "[action] {}",
-    "none": "did nothing",
-    "leave": "left the conversation",
-}
-_NOTHING = _ACTION["none"]
+_NOTHING = ACTION_WORDING["none"]
 _UNKNOWN_GOAL = "Unknown"
 _SENTENCE_ENDS = (".", "!", "?", '"', "…")
 
@@ -117,9 +109,9 @@ def messages(scenario: str, agents: Sequence[Any], turns: list[Turn]) -> list[li
         speaker, kind, text = turn.speaker, turn.kind, turn.utterance
         if speaker not in names or not isinstance(text, str):
             raise ValueError(f"task data {DIALOGUE}.{number}: not a turn of either agent")
-        if not isinstance(kind, str) or kind not in _ACTION:
-            raise ValueError(f"task data {DIALOGUE}.{number}.kind: not one of {', '.join(_ACTION)}")
-        action = _ACTION[kind].format(text)
+        if not isinstance(kind, str) or kind not in ACTION_WORDING:
+            raise ValueError(f"task data {DIALOGUE}.{number}.kind: not one of {', '.join(ACTION_WORDING)}")
+        action = ACTION_WORDING[kind].format(text=text)
         out[-1] += ((first, ENVIRONMENT, action if speaker == first else _NOTHING),
                     (second, ENVIRONMENT, action if speaker == second else _NOTHING))
         told = f"Turn #{number}: {speaker} {action}\n"

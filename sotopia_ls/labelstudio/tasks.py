@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..episode import PROFILE_FIELDS, Agent, Episode, Profile, Turn
+from ..episode import ACTION_WORDING, PROFILE_FIELDS, Agent, Episode, Profile, Turn
 
 DIALOGUE = "dialogue"
 EPISODE_ID = "episode_id"
@@ -33,12 +33,8 @@ SOURCE_ENVIRONMENT = "source_environment"
 # What the background card shows, in this order; the secret has a box of its own.
 _SHOWN_PROFILE = tuple(name for name in PROFILE_FIELDS if name != "secret")
 
-_KIND_TEXT = {
-    "non-verbal communication": "[non-verbal communication] {text}",
-    "action": "[action] {text}",
-    "none": "(did nothing)",
-    "leave": "(left the conversation)",
-}
+# Turns that carry no text: Sotopia's words for them are shown in brackets, as stage directions.
+_WITHOUT_TEXT = frozenset({"none", "leave"})
 
 
 def agent_field(agent: int, part: str) -> str:
@@ -56,9 +52,12 @@ def profile_text(agent: Agent) -> str:
 
 
 def turn_text(turn: Turn) -> str:
-    """What the dialogue shows for a turn; non-verbal turns and actions say what they are."""
-    template = _KIND_TEXT.get(turn.kind, "{text}")
-    return template.format(text=turn.text)
+    """What the dialogue shows for a turn: speech as said; non-verbal turns and actions say
+    what they are, in Sotopia's words (``ACTION_WORDING``)."""
+    if turn.kind == "speak":
+        return turn.text
+    worded = ACTION_WORDING[turn.kind].format(text=turn.text)
+    return f"({worded})" if turn.kind in _WITHOUT_TEXT else worded
 
 
 def dialogue(episode: Episode) -> list[dict[str, Any]]:
