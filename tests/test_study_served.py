@@ -6,9 +6,11 @@ PostgreSQL password comes from the environment, never from the study file.
 
 from __future__ import annotations
 
+import base64
 import secrets
 import socket
 import subprocess
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +54,8 @@ def served(ls_client: Client, label_studio: LocalServer,
     study = make_study(tmp, project)
     study_file = tmp / "study.json"
     study_file.write_text(study.model_dump_json())
-    env = gateway_env(label_studio.url, label_studio.credentials.api_key,
-                      secrets.token_urlsafe(32))
+    # A 128-bit key as `openssl rand -hex 16` makes it: the least `study serve` starts with.
+    env = gateway_env(label_studio.url, label_studio.credentials.api_key, secrets.token_hex(16))
     with gateway(study_file, env) as running:
         yield Served(running, open_store(study.database), ls_client)
 
@@ -138,6 +140,8 @@ def test_arrivals_make_no_label_studio_user_and_a_first_rating_makes_exactly_one
     pytest.param("abcdefgh" * 8, id="a short alphabet repeated"),
     pytest.param(secrets.token_hex(8) * 4, id="a random part repeated"),
     pytest.param(secrets.token_urlsafe(16), id="random but short"),
+    pytest.param("".join(secrets.choice("abcdefg") for _ in range(64)),
+                 id="seven characters drawn at random"),
 ])
 def test_a_session_key_without_real_randomness_is_refused_in_one_line_with_the_fix(key):
     with pytest.raises(StudyError) as refused:
@@ -149,9 +153,18 @@ def test_a_session_key_without_real_randomness_is_refused_in_one_line_with_the_f
     assert not key.strip() or key not in message
 
 
-def test_a_key_made_as_the_message_says_is_accepted():
-    for _ in range(2000):
-        key = secrets.token_urlsafe(32)
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda: secrets.token_urlsafe(32), id="as the message says"),
+    pytest.param(lambda: secrets.token_hex(16), id="secrets.token_hex(16): 128 bits"),
+    pytest.param(lambda: secrets.token_hex(32), id="secrets.token_hex(32)"),
+    pytest.param(lambda: uuid.uuid4().hex, id="uuid4().hex"),
+    pytest.param(lambda: secrets.token_hex(16).upper(), id="hex in capitals"),
+    pytest.param(lambda: base64.b64encode(secrets.token_bytes(32)).decode(),
+                 id="openssl rand -base64 32"),
+])
+def test_a_key_made_by_the_usual_tools_is_accepted(make):
+    for _ in range(1000):
+        key = make()
         assert check_secret(key, SECRET_ENV) == key
 
 

@@ -12,9 +12,9 @@ which claims a Prolific payment, and nobody but the researcher needs to read it.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from math import log2
 from pathlib import Path
+from string import ascii_letters, digits
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -30,6 +30,14 @@ PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
 # The session key signs every participant's cookie: shorter or less random keys are refused.
 MIN_SECRET_LENGTH = 32
 MIN_SECRET_BITS = 128
+# Fewer distinct characters than this in 32 or more is no random key: a random hex key of 32
+# digits has fewer about once in 30 million.
+MIN_SECRET_DISTINCT = 8
+_BASE64 = ascii_letters + digits
+_PRINTABLE_ASCII = "".join(map(chr, range(ord(" "), ord("~") + 1)))
+# Smallest first: a key is credited with the first that holds all its characters.
+_KEY_ALPHABETS = tuple(map(frozenset, (
+    digits + "abcdef", digits + "ABCDEF", _BASE64 + "-_", _BASE64 + "+/=", _PRINTABLE_ASCII)))
 MAKE_SECRET = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 PASSWORD_PLACES = ("PGPASSWORD or a ~/.pgpass file of mode 0600 (read by PostgreSQL's client), "
                    f"or the whole URL in {DATABASE_ENV}")
@@ -38,21 +46,29 @@ _CODE = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 def secret_bits(key: str) -> float:
-    """The randomness ``key`` shows, in bits: the Shannon entropy of its characters'
-    frequencies times the length of its shortest repeating unit (``'ab' * 32`` counts as
-    ``'ab'``: 2 bits). A ``secrets.token_urlsafe(32)`` key scores about 200."""
-    period = next((p for p in range(1, len(key)) if key[p:] == key[:-p]), len(key))
-    return sum(count * log2(period / count) for count in Counter(key[:period]).values())
+    """The randomness ``key`` can hold, in bits: the length of its shortest repeating unit
+    (``'ab' * 32`` counts as ``'ab'``) times log2 of the smallest usual key alphabet holding
+    every character of the key (hex, base64url, base64, printable ASCII; else as many
+    characters as it has distinct ones). A ``secrets.token_hex(16)`` key scores 128."""
+    # A unit counts when it repeats at least twice: any key whose last character is its first
+    # "repeats" every len - 1 characters.
+    period = next((p for p in range(1, len(key) // 2 + 1) if key[p:] == key[:-p]), len(key))
+    used = set(key)
+    size = next((len(alphabet) for alphabet in _KEY_ALPHABETS if used <= alphabet), len(used))
+    return period * log2(size)
 
 
 def check_secret(key: str, env: str) -> str:
-    """``key`` when it is at least ``MIN_SECRET_LENGTH`` characters of at least
-    ``MIN_SECRET_BITS`` bits (``secret_bits``); else one line naming ``env`` and the fix."""
-    if len(key) < MIN_SECRET_LENGTH or secret_bits(key) < MIN_SECRET_BITS:
+    """``key`` when it is at least ``MIN_SECRET_LENGTH`` characters, at least
+    ``MIN_SECRET_BITS`` bits (``secret_bits``) and at least ``MIN_SECRET_DISTINCT`` distinct
+    characters; else one line naming ``env`` and the fix."""
+    if (len(key) < MIN_SECRET_LENGTH or secret_bits(key) < MIN_SECRET_BITS
+            or len(set(key)) < MIN_SECRET_DISTINCT):
         raise StudyError(
             f"{env} must hold a random session key: at least {MIN_SECRET_LENGTH} characters "
-            f"and {MIN_SECRET_BITS} bits by Shannon entropy, not spaces nor a character or a "
-            f"pattern repeated; make one with: export {env}=$({MAKE_SECRET})"
+            f"and {MIN_SECRET_BITS} bits (32 random hex digits hold 128), not spaces "
+            f"nor a character or a pattern repeated; make one with: "
+            f"export {env}=$({MAKE_SECRET})"
         )
     return key
 
