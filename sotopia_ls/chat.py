@@ -8,15 +8,17 @@ Ollama server.
                           asking again, for this or any other episode, cannot help
 
 A request answered 429 or 5xx, timed out or cut off is sent again, at most ``retries`` times,
-after a wait that doubles each time (or the server's ``Retry-After``, when shorter than a
-minute). The API key goes into the ``Authorization`` header and nowhere else: messages name
+after a wait that doubles each time (or the server's ``Retry-After`` in seconds), never longer
+than a minute; a ``stop`` event set by the caller ends the waiting and the retries. An address
+that is no HTTP URL is refused like a 404 (``EndpointRefused``). The API key goes into the ``Authorization`` header and nowhere else: messages name
 the endpoint's address without credentials (``errors.redacted``). Uses ``requests``, which
 both the core environment and the backend's have.
 """
 
 from __future__ import annotations
 
-import time
+import math
+import threading
 from dataclasses import dataclass, field
 
 import requests
@@ -52,18 +54,22 @@ class ChatEndpoint:
     def url(self) -> str:
         return f"{self.base_url.rstrip('/')}/chat/completions"
 
-    def complete(self, messages: list[dict[str, str]]) -> str:
-        """The text of the model's answer to ``messages`` (temperature 0)."""
+    def complete(self, messages: list[dict[str, str]], stop: threading.Event | None = None) -> str:
+        """The text of the model's answer to ``messages`` (temperature 0). Once ``stop`` is
+        set, nothing more is sent and a wait before a retry ends: ``InvalidReply``."""
+        stop = stop or threading.Event()
         wait = self.backoff
         for tries_left in range(self.retries, -1, -1):
+            if stop.is_set():
+                raise InvalidReply("stopped before an answer came")
             try:
                 return self._once(messages)
             except _Passing as exc:
                 if not tries_left:
                     tries = f" ({self.retries + 1} tries)" if self.retries else ""
                     raise InvalidReply(f"{exc}{tries}") from exc
-                time.sleep(min(exc.retry_after if exc.retry_after is not None else wait,
-                               _LONGEST_WAIT))
+                stop.wait(min(exc.retry_after if exc.retry_after is not None else wait,
+                              _LONGEST_WAIT))
                 wait *= 2
         raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -78,6 +84,15 @@ class ChatEndpoint:
             raise _Passing(f"no answer within {self.timeout:g} s") from exc
         except requests.ConnectionError as exc:
             raise _Passing(f"cannot reach {redacted(self.url)}") from exc
+        except (requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError) as exc:
+            raise _Passing(f"the answer from {redacted(self.url)} was cut off") from exc
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
+                requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
+            # The address or the key cannot make a request at all: no episode can be asked.
+            raise EndpointRefused(
+                f"cannot send a request to {redacted(self.url)} ({type(exc).__name__}): "
+                "check --base-url (an http:// or https:// address) and the API key") from exc
         except requests.RequestException as exc:
             raise InvalidReply(f"the request failed: {type(exc).__name__}") from exc
         status = response.status_code
@@ -106,8 +121,10 @@ class _Passing(Exception):
 
 
 def _seconds(header: str | None) -> float | None:
-    """``Retry-After`` given in seconds; its date form is ignored (the backoff applies)."""
+    """``Retry-After`` given in seconds; its date form, and a number that is no finite
+    number of seconds (``nan``, ``inf``), are ignored (the backoff applies)."""
     try:
-        return max(float(header), 0.0) if header is not None else None
+        seconds = float(header) if header is not None else math.nan
     except ValueError:
         return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None

@@ -22,7 +22,7 @@ from .config import (
     write_labeling_config,
 )
 from .chat import ChatEndpoint
-from .errors import InvalidInput, keep_secret, redacted
+from .errors import InvalidInput, header_problem, keep_secret, redacted
 from .evaluate import WRITE_BATCH, evaluate_project
 from .folders import replaced_folder, write_file
 from .exporter.commands import export_command, report_command
@@ -431,7 +431,7 @@ def samples_command(destination: Path) -> None:
               help="Seconds to wait for one answer.")
 @click.option("--retries", type=click.IntRange(0, 10), default=4, show_default=True,
               help="Repeats of a request answered 429 or 5xx, timed out or cut off (the wait "
-              "doubles from 1 s, or is the server's Retry-After).")
+              "doubles from 1 s, or is the server's Retry-After, at most a minute).")
 @click.option("--attempts", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Answers asked per episode while they are malformed or out of range.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=WRITE_BATCH,
@@ -459,6 +459,9 @@ def evaluate_command(
         raise click.UsageError("--model names the judge: it cannot be empty")
     key = os.environ.get(api_key_env, "").strip()
     keep_secret(key)
+    problem = header_problem(key, "latin-1")  # requests sends header values as latin-1
+    if problem:
+        raise click.UsageError(f"the API key in ${api_key_env} {problem}")
     endpoint = ChatEndpoint(base_url, model, key, timeout, retries=retries)
     with failures_as_messages():
         run = evaluate_project(connect(url, api_key), project,

@@ -33,6 +33,24 @@ def keep_secret(secret: str) -> None:
         _SECRETS.add(secret.strip())
 
 
+# A header value may hold no control character; a key read from a CRLF file ends in one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def header_problem(key: str, charset: str) -> str | None:
+    """Why ``key`` cannot go into an HTTP header sent in ``charset`` (the HTTP library's), as
+    the end of a sentence that never quotes it; None when it can."""
+    if _CONTROL.search(key):
+        return ("holds a line break or another control character (read from a file with CRLF "
+                "line ends?); remove it")
+    try:
+        key.encode(charset)
+    except UnicodeEncodeError:
+        return (f"holds a character an HTTP header cannot carry (not {charset}: a typographic "
+                "quote or dash pasted with it?); remove it")
+    return None
+
+
 def redacted(text: str) -> str:
     """``text`` without any secret handed to the package and without URL credentials."""
     for secret in sorted(_SECRETS, key=len, reverse=True):

@@ -2,7 +2,8 @@
 
 It answers ``POST /v1/chat/completions`` over real HTTP with Sotopia-shaped evaluations whose
 scores are drawn from the model and episode names, so a test knows what each judge said. A
-script can make the first replies of one model on one episode a 429 or any text.
+script can make the first replies of one model on one episode a 429, a 401, a body cut off
+half-way, or any text; ``delay`` holds back every answer.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,8 +42,9 @@ def out_of_range(model: str, episode: str) -> str:
 
 class ChatStub(ThreadingHTTPServer):
     """POST /v1/chat/completions on 127.0.0.1. ``script[(model, episode)]`` lists the first
-    replies ("429", or a text); every later request gets a valid answer. An episode is known
-    by its participants line, unique among the sample episodes."""
+    replies ("429" with Retry-After 0, "429 <Retry-After>", "401", "cut off", or a text);
+    every later request gets a valid answer, ``delay`` seconds late. An episode is known by
+    its participants line, unique among the sample episodes."""
 
     daemon_threads = True
 
@@ -51,6 +54,7 @@ class ChatStub(ThreadingHTTPServer):
         self.calls: Counter[tuple[str, str]] = Counter()
         self.auth: set[str | None] = set()
         self.script: dict[tuple[str, str], list[str]] = {}
+        self.delay = 0.0
 
     @property
     def base_url(self) -> str:
@@ -74,12 +78,19 @@ class _Handler(BaseHTTPRequestHandler):
         assert self.path == "/v1/chat/completions"
         reply = self.server.reply(body["model"], body["messages"][0]["content"],
                                   self.headers.get("Authorization"))
-        if reply == "429":
-            self.send_response(429)
-            self.send_header("Retry-After", "0")
+        if reply == "cut off":  # a chunk announced, then the connection closes
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n40\r\n{\"choices\": [")
+            self.close_connection = True
+            return
+        if reply.startswith("429") or reply == "401":
+            self.send_response(int(reply[:3]))
+            if reply.startswith("429"):
+                self.send_header("Retry-After", reply[4:] or "0")
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        time.sleep(self.server.delay)
         payload = json.dumps({"object": "chat.completion", "model": body["model"], "choices": [
             {"index": 0, "message": {"role": "assistant", "content": reply}}]}).encode()
         self.send_response(200)

@@ -31,6 +31,7 @@ from ..errors import (
     ImportOutcomeUnknown,
     LabelStudioError,
     ProjectNotFound,
+    header_problem,
     keep_secret,
     redacted,
 )
@@ -62,8 +63,6 @@ def sdk_errors(action: str, *, project: int | None = None) -> Iterator[None]:
 
 # How much of a server's error body a message shows: its reason, not a page.
 _DETAIL_CHARS = 300
-# A header value may hold no control character; a key read from a CRLF file ends in one.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _detail(body: object) -> str:
@@ -95,9 +94,9 @@ def connect(url: str | None, api_key: str | None) -> Client:
             "no Label Studio API key: pass --api-key or set LABEL_STUDIO_API_KEY"
         )
     keep_secret(api_key)
-    if _CONTROL.search(api_key):
-        raise LabelStudioError("the Label Studio API key holds a line break or another control "
-                               "character (read from a file with CRLF line ends?); remove it")
+    problem = header_problem(api_key, "ascii")  # httpx sends header values as ASCII
+    if problem:
+        raise LabelStudioError(f"the Label Studio API key {problem}")
     client = Client(base_url=url.rstrip("/"), api_key=api_key)
     with sdk_errors(f"connecting to {redacted(url)}"):
         client.users.whoami()

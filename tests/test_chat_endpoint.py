@@ -1,0 +1,73 @@
+"""The judge's endpoint under a flaky or misconfigured API: a reply cut off mid-body is asked
+again, a Retry-After that is no number of seconds falls back to the backoff, an address that
+is no HTTP URL stops the run in one line, a caller's stop ends the retries at once, and
+``sotopia-ls evaluate`` refuses a key no HTTP header can carry without showing it. The API is
+the chat stub on 127.0.0.1, answering over real HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from chat_stub import ChatStub, chat_stub
+from sotopia_ls.chat import ChatEndpoint, EndpointRefused, InvalidReply
+from sotopia_ls.cli import main
+
+EPISODE = "Ana and Ben"
+MESSAGES = [{"role": "user", "content": f"Participants: {EPISODE}\nEvaluate."}]
+
+
+@pytest.fixture
+def stub() -> Iterator[ChatStub]:
+    with chat_stub() as server:
+        yield server
+
+
+def endpoint(base_url: str, retries: int = 2, backoff: float = 0.01) -> ChatEndpoint:
+    return ChatEndpoint(base_url, "judge", "sk-test", timeout=5, retries=retries, backoff=backoff)
+
+
+def test_a_reply_cut_off_mid_body_is_asked_again(stub: ChatStub) -> None:
+    stub.script = {("judge", EPISODE): ["cut off"]}
+    assert endpoint(stub.base_url).complete(MESSAGES).startswith("{")
+    assert stub.calls[("judge", EPISODE)] == 2
+
+
+def test_a_retry_after_that_is_no_number_of_seconds_falls_back_to_the_backoff(stub) -> None:
+    stub.script = {("judge", EPISODE): ["429 nan", "429 inf", "429 -inf"]}
+    started = time.monotonic()
+    assert endpoint(stub.base_url, retries=3).complete(MESSAGES).startswith("{")
+    assert stub.calls[("judge", EPISODE)] == 4 and time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:11434/v1", "ftp://127.0.0.1/v1", "http://"])
+def test_an_address_that_is_no_http_url_refuses_every_request(base_url: str) -> None:
+    with pytest.raises(EndpointRefused, match="check --base-url") as refused:
+        endpoint(base_url).complete(MESSAGES)
+    assert "sk-test" not in str(refused.value)
+
+
+def test_a_stop_ends_the_wait_before_a_retry_at_once(stub: ChatStub) -> None:
+    """Ctrl-C in ``sotopia-ls evaluate`` sets the stop: a request waiting out a long
+    Retry-After gives up then, instead of holding the run for minutes."""
+    stub.script = {("judge", EPISODE): ["429 30"] * 5}
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(InvalidReply, match="stopped before an answer came"):
+        endpoint(stub.base_url, retries=4).complete(MESSAGES, stop)
+    assert time.monotonic() - started < 5 and stub.calls[("judge", EPISODE)] == 1
+
+
+@pytest.mark.parametrize("key", ["sk-‘quoted’-key", "sk-a\x01b"], ids=["not latin-1", "control"])
+def test_evaluate_refuses_a_key_no_header_can_carry_in_one_line_without_showing_it(key: str) -> None:
+    result = CliRunner().invoke(main, [
+        "evaluate", "--url", "http://127.0.0.1:9", "--api-key", "ls-key", "--project", "1",
+        "--model", "judge", "--api-key-env", "JUDGE_KEY"], env={"JUDGE_KEY": key})
+    assert result.exit_code == 2, result.output
+    assert "the API key in $JUDGE_KEY holds" in result.output
+    assert key not in result.output and "Traceback" not in result.output
