@@ -18,7 +18,12 @@ from conftest import read_study
 from sotopia_ls.dimensions import DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter.agreement import agreement_breakdown, agreement_table, rubric_binarize
 from sotopia_ls.exporter.bootstrap import Bootstrap
-from sotopia_ls.exporter.comparison import annotator_table, human_vs_model, qualification
+from sotopia_ls.exporter.comparison import (
+    annotator_table,
+    human_vs_model,
+    paired_scores,
+    qualification,
+)
 from sotopia_ls.exporter.reliability import randolph_kappa
 from sotopia_ls.exporter.sotopia_pi import sotopia_pi_figures
 
@@ -181,7 +186,7 @@ def test_human_vs_model_pools_both_agents_like_sotopias_benchmark(long):
     first = long.sort_values("annotation_id").drop_duplicates(["episode_id", "agent", "dimension"])
     model = first[["episode_id", "agent", "dimension", "score"]].assign(evaluator="m")
     model.loc[model["dimension"] == "goal", "score"] -= 1
-    result = human_vs_model(long, model).set_index("dimension")
+    result = human_vs_model(paired_scores(long, model)).set_index("dimension")
 
     human = long.groupby(["episode_id", "agent", "dimension"])["score"].mean()
     paired = model.set_index(["episode_id", "agent", "dimension"])["score"]

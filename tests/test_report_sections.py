@@ -38,7 +38,8 @@ def ratings_per_dimension(inputs, results) -> pd.DataFrame:
 
 TOY = Section(
     "ratings_per_dimension", ratings_per_dimension,
-    lambda result, report, text: section("Ratings per dimension", note(text), table(result)),
+    lambda result, needed, report, text: section("Ratings per dimension", note(text),
+                                                 table(result)),
     note="How many ratings each dimension received.",
 )
 
@@ -59,6 +60,30 @@ def test_a_new_statistic_is_one_section_object_computed_written_and_shown(study,
 
     default = build_report(study, no_model(), Tally(), bootstrap=0)
     assert "ratings_per_dimension" not in default.tables()
+
+
+def test_a_section_reads_only_the_earlier_sections_it_names_and_the_list_is_checked(study):
+    """A section gets the results it declares in ``needs``; a list without one of them, or
+    with it later, is refused when the report is built, not halfway through the page."""
+    def most_rated(inputs, needed) -> str:
+        agreement = needed["agreement"]
+        return agreement.loc[agreement["ratings"].idxmax(), "dimension"]
+
+    def shown(result, needed, report, text) -> str:
+        assert set(needed) == {"agreement"}
+        return section("Most rated", note(result))
+
+    mine = Section("most_rated", most_rated, shown, table=False, needs=("agreement",))
+    report = build_report(study, no_model(), Tally(), bootstrap=0, sections=SECTIONS + (mine,))
+    assert report.most_rated == "believability"
+    assert '<h2>Most rated</h2><p class="note">believability</p>' in report.html()
+
+    without_paired = tuple(s for s in SECTIONS if s.name != "paired")
+    with pytest.raises(ValueError, match="'human_vs_model' needs paired, which must come "
+                                         "before it"):
+        build_report(study, no_model(), Tally(), bootstrap=0, sections=without_paired)
+    with pytest.raises(ValueError, match="'most_rated' needs agreement"):
+        build_report(study, no_model(), Tally(), bootstrap=0, sections=(mine, *SECTIONS))
 
 
 def test_importing_the_report_sets_up_no_plotting_until_a_plot_is_drawn():

@@ -134,14 +134,12 @@ def _recorded(bootstrap: Bootstrap) -> dict[str, int]:
     return dict(bootstrap_resamples=bootstrap.resamples, bootstrap_seed=bootstrap.seed)
 
 
-def human_vs_model(
-    long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()
-) -> pd.DataFrame:
-    """Per judge, one row per dimension, then ``overall``; n = 0 when no episode has a model
-    score."""
+def human_vs_model(paired: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+    """Per judge, one row per dimension, then ``overall``, from ``paired_scores``; n = 0 when
+    no episode has a model score."""
     rows = []
-    for judge, paired in _per_judge(paired_scores(long, model_scores)):
-        rows += _versus(judge, paired, bootstrap)
+    for judge, judged in _per_judge(paired):
+        rows += _versus(judge, judged, bootstrap)
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 

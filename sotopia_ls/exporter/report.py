@@ -31,7 +31,7 @@ from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
 from .cells import neutralized_frame
 from .export import ExportResult, Reading, export_file, export_project
 from .page import document
-from .sections import SECTIONS, Inputs, Section
+from .sections import SECTIONS, Inputs, Section, check_needs, needed_by
 
 AUDIT_COLUMNS = [field.name for field in fields(Finding)]
 
@@ -60,8 +60,10 @@ class Report:
 
     def html(self) -> str:
         """The page: every section in order."""
-        return document("".join(section.render(self.results[section.name], self, section.note)
-                                for section in self.sections))
+        return document("".join(
+            section.render(self.results[section.name], needed_by(section, self.results), self,
+                           section.note)
+            for section in self.sections))
 
     def write(self, out_dir: Path, *, raw_csv: bool = False) -> Path:
         """Write ``report.html`` and one CSV per table into ``out_dir``, which is replaced as
@@ -105,12 +107,10 @@ def build_report(
         audit=audit if audit is not None else pd.DataFrame(columns=AUDIT_COLUMNS),
         bootstrap=Bootstrap(resamples=bootstrap, seed=seed),
     )
-    names = [section.name for section in sections]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two report sections share a name: {', '.join(names)}")
+    check_needs(sections)
     results: dict[str, Any] = {}
     for section in sections:
-        results[section.name] = section.compute(inputs, results)
+        results[section.name] = section.compute(inputs, needed_by(section, results))
     return Report(inputs, sections, results)
 
 

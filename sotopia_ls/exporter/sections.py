@@ -1,10 +1,13 @@
-"""The report's sections: each one object that says how it is computed, whether its result is
-written as a table, how it is shown and its note; ``SECTIONS`` lists them in page order.
+"""The report's sections: each one object that says how it is computed, which earlier
+sections' results it reads, whether its result is written as a table, how it is shown and its
+note; ``SECTIONS`` lists them in page order.
 
 ``build_report`` computes them in that order, ``Report.write`` writes their tables and the page
-shows them in that order; none of those loops knows a section by name. A report statistic is
-one ``Section`` added to ``SECTIONS`` (and its compute function, in the module that defines
-the measure): ``build_report(..., sections=SECTIONS + (mine,))`` adds one for a single report.
+shows them in that order; none of those loops knows a section by name, and a section reads no
+other section's result but those it names in ``needs`` (``check_needs`` refuses a list where
+one of them is missing or comes later). A report statistic is one ``Section`` added to
+``SECTIONS`` (and its compute function, in the module that defines the measure):
+``build_report(..., sections=SECTIONS + (mine,))`` adds one for a single report.
 """
 
 from __future__ import annotations
@@ -56,25 +59,45 @@ Results = Mapping[str, Any]
 class Section:
     """One part of the report.
 
-    ``compute(inputs, results)`` reads the inputs and the results of the sections before it
-    (by name); what it returns is the section's result, ``report.<name>``. With ``table``, a
-    result that is a DataFrame is written as ``<name>.csv`` (a result of None writes nothing).
-    ``render(result, report, note)`` is the section's HTML, "" for none.
+    ``needs`` names the earlier sections whose results it reads: ``compute(inputs, needed)``
+    and ``render(result, needed, report, note)`` get those results, and only those, in
+    ``needed`` (by name). What compute returns is the section's result, ``report.<name>``.
+    With ``table``, a result that is a DataFrame is written as ``<name>.csv`` (a result of None
+    writes nothing). render's return is the section's HTML, "" for none.
     """
 
     name: str
     compute: Callable[[Inputs, Results], Any]
-    render: Callable[[Any, Report, str], str]
+    render: Callable[[Any, Results, Report, str], str]
     note: str = ""
     table: bool = True
+    needs: tuple[str, ...] = ()
+
+
+def check_needs(sections: tuple[Section, ...]) -> None:
+    """Refuse a list with two sections of one name, or a section before one it needs."""
+    names = [listed.name for listed in sections]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two report sections share a name: {', '.join(names)}")
+    for position, listed in enumerate(sections):
+        missing = [need for need in listed.needs if need not in names[:position]]
+        if missing:
+            raise ValueError(f"the report section {listed.name!r} needs {', '.join(missing)}, "
+                             "which must come before it in the list of sections")
+
+
+def needed_by(section: Section, results: Results) -> Results:
+    """The results of the sections ``section`` needs, by name."""
+    return {name: results[name] for name in section.needs}
 
 
 def earlier(name: str) -> Callable[[Inputs, Results], Any]:
-    """A compute that takes the result of an earlier section: a second view of the same table."""
-    return lambda inputs, results: results[name]
+    """A compute that takes the result of an earlier section (which the section ``needs``): a
+    second view of the same table."""
+    return lambda inputs, needed: needed[name]
 
 
-def shown_nowhere(result: Any, report: Report, note: str) -> str:
+def shown_nowhere(result: Any, needed: Results, report: Report, note: str) -> str:
     """For a section whose result another section shows."""
     return ""
 
@@ -112,7 +135,7 @@ def _flag_note(agreement: pd.DataFrame) -> str:
             f'nothing to disagree about: {html.escape(", ".join(flagged))}</p>')
 
 
-def _annotations(tally: Tally, report: Report, _: str) -> str:
+def _annotations(tally: Tally, needed: Results, report: Report, _: str) -> str:
     return section(
         "Annotations",
         note(tally.reconciliation() + (" ✔" if tally.balanced else " ✘ does not add up")),
@@ -122,7 +145,7 @@ def _annotations(tally: Tally, report: Report, _: str) -> str:
     )
 
 
-def _audit(audit: pd.DataFrame, report: Report, text: str) -> str:
+def _audit(audit: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     counts = audit["kind"].value_counts() if len(audit) else pd.Series(dtype=int)
     lines = ", ".join(f"{kind.replace('_', ' ')}: {int(counts.get(kind, 0))}"
                       for kind in AUDIT_KINDS)
@@ -130,7 +153,7 @@ def _audit(audit: pd.DataFrame, report: Report, text: str) -> str:
     return section("Study integrity", note(text), note(lines), table(first) if len(first) else "")
 
 
-def _agreement(agreement: pd.DataFrame, report: Report, text: str) -> str:
+def _agreement(agreement: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     columns = [c for c in agreement.columns if not c.endswith(("_ci_low", "_ci_high"))
                and not c.startswith(("pi_", "bootstrap_"))]
     return section(
@@ -140,7 +163,7 @@ def _agreement(agreement: pd.DataFrame, report: Report, text: str) -> str:
     )
 
 
-def _breakdown(breakdown: pd.DataFrame, report: Report, text: str) -> str:
+def _breakdown(breakdown: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     return "".join(
         section(title, note(text.format(what=what)),
                 table(shown(breakdown[breakdown["breakdown"] == name], BREAKDOWN_SHOWN,
@@ -149,20 +172,20 @@ def _breakdown(breakdown: pd.DataFrame, report: Report, text: str) -> str:
     )
 
 
-def _pi_view(inputs: Inputs, results: Results) -> pd.DataFrame:
-    agreement = results["agreement"]
+def _pi_view(inputs: Inputs, needed: Results) -> pd.DataFrame:
+    agreement = needed["agreement"]
     return agreement.assign(
         rubric_max_abs=[RUBRIC[key].max_abs for key in agreement["dimension"]],
         pi_divisor=agreement["pi_divisor"].map(lambda v: "–" if pd.isna(v) else f"{v:g}"),
     )
 
 
-def _sotopia_pi(pi: pd.DataFrame, report: Report, text: str) -> str:
+def _sotopia_pi(pi: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     return section("Comparable with Sotopia-π", note(text), table(shown(
         pi, ["dimension", "units", "ratings", "rubric_max_abs", *PI_COLUMNS], FLAGGED_COLUMNS)))
 
 
-def _gwet(coefficients: pd.DataFrame, report: Report, text: str) -> str:
+def _gwet(coefficients: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     return section("Gwet's AC1 and AC2", note(text), bootstrap_note(report), table(shown(
         coefficients, ["dimension", "units", "ratings", "categories", "ac1", "ac2"])))
 
@@ -183,9 +206,10 @@ def _coverage_note(coverage: pd.DataFrame, paired: pd.DataFrame, long: pd.DataFr
     )
 
 
-def _human_vs_model(comparison: pd.DataFrame, report: Report, text: str) -> str:
-    paired = report.paired
-    coverage = _coverage_note(report.model_coverage, paired, report.inputs.long)
+def _human_vs_model(comparison: pd.DataFrame, needed: Results, report: Report,
+                    text: str) -> str:
+    paired = needed["paired"]
+    coverage = _coverage_note(needed["model_coverage"], paired, report.inputs.long)
     if paired.empty:
         return section("Human vs model", coverage, note(
             "No rated episode in this export has a model evaluation to compare with."))
@@ -197,8 +221,8 @@ def _human_vs_model(comparison: pd.DataFrame, report: Report, text: str) -> str:
     )
 
 
-def _noise(noise: pd.DataFrame, report: Report, text: str) -> str:
-    if report.paired.empty:  # no model evaluation: the section above says so
+def _noise(noise: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+    if needed["paired"].empty:  # no model evaluation: the section above says so
         return ""
     return section("Model against the spread between humans", note(text), table(shown(
         noise, ["evaluator", "dimension", "units", "rows", "human_human_r", "model_human_r",
@@ -206,14 +230,14 @@ def _noise(noise: pd.DataFrame, report: Report, text: str) -> str:
                 "verdict"])))
 
 
-def _qualification(passed: pd.DataFrame | None, report: Report, text: str) -> str:
+def _qualification(passed: pd.DataFrame | None, needed: Results, report: Report, text: str) -> str:
     if passed is None:
         return section("Qualification", note(
             "No reference ratings (ground-truth annotations or a reference file) were given."))
     return section("Qualification", note(text), table(passed))
 
 
-def _annotators(annotators: pd.DataFrame, report: Report, text: str) -> str:
+def _annotators(annotators: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     return section("Annotators", table(annotators))
 
 
@@ -230,7 +254,7 @@ def _dimension_summary(row: pd.Series) -> str:
     return summary
 
 
-def _distributions(agreement: pd.DataFrame, report: Report, text: str) -> str:
+def _distributions(agreement: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
     rows = agreement.set_index("dimension")
     return "".join(
         section(f"{dimension.label} ({dimension.range_text})",
@@ -305,30 +329,34 @@ QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of th
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("annotations", lambda inputs, results: inputs.tally, _annotations, table=False),
-    Section("audit", lambda inputs, results: inputs.audit, _audit, AUDIT_NOTE),
-    Section("agreement", lambda inputs, results: agreement_table(inputs.long, inputs.bootstrap),
+    Section("annotations", lambda inputs, needed: inputs.tally, _annotations, table=False),
+    Section("audit", lambda inputs, needed: inputs.audit, _audit, AUDIT_NOTE),
+    Section("agreement", lambda inputs, needed: agreement_table(inputs.long, inputs.bootstrap),
             _agreement, AGREEMENT_NOTE),
     Section("agreement_breakdown",
-            lambda inputs, results: agreement_breakdown(inputs.long, inputs.bootstrap),
+            lambda inputs, needed: agreement_breakdown(inputs.long, inputs.bootstrap),
             _breakdown, BREAKDOWN_NOTE),
-    Section("sotopia_pi", _pi_view, _sotopia_pi, SOTOPIA_PI_NOTE, table=False),
-    Section("gwet", lambda inputs, results: gwet_table(inputs.long, inputs.bootstrap), _gwet,
+    Section("sotopia_pi", _pi_view, _sotopia_pi, SOTOPIA_PI_NOTE, table=False,
+            needs=("agreement",)),
+    Section("gwet", lambda inputs, needed: gwet_table(inputs.long, inputs.bootstrap), _gwet,
             GWET_NOTE),
     # The two below are shown in the human-vs-model section.
     Section("model_coverage",
-            lambda inputs, results: model_coverage(inputs.long, inputs.model_scores),
+            lambda inputs, needed: model_coverage(inputs.long, inputs.model_scores),
             shown_nowhere),
-    Section("paired", lambda inputs, results: paired_scores(inputs.long, inputs.model_scores),
+    Section("paired", lambda inputs, needed: paired_scores(inputs.long, inputs.model_scores),
             shown_nowhere, table=False),
-    Section("human_vs_model", lambda inputs, results: human_vs_model(
-        inputs.long, inputs.model_scores, inputs.bootstrap), _human_vs_model, HUMAN_VS_MODEL_NOTE),
-    Section("model_vs_human_noise", lambda inputs, results: model_vs_human_noise(
-        inputs.long, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE),
-    Section("qualification", lambda inputs, results: (
+    Section("human_vs_model",
+            lambda inputs, needed: human_vs_model(needed["paired"], inputs.bootstrap),
+            _human_vs_model, HUMAN_VS_MODEL_NOTE, needs=("model_coverage", "paired")),
+    Section("model_vs_human_noise", lambda inputs, needed: model_vs_human_noise(
+        inputs.long, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE,
+        needs=("paired",)),
+    Section("qualification", lambda inputs, needed: (
         qualification(inputs.long, inputs.reference)
         if inputs.reference is not None and len(inputs.reference) else None),
         _qualification, QUALIFICATION_NOTE),
-    Section("annotators", lambda inputs, results: annotator_table(inputs.long), _annotators),
-    Section("distributions", earlier("agreement"), _distributions, table=False),
+    Section("annotators", lambda inputs, needed: annotator_table(inputs.long), _annotators),
+    Section("distributions", earlier("agreement"), _distributions, table=False,
+            needs=("agreement",)),
 )
