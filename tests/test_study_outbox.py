@@ -8,6 +8,8 @@ of the test session.
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,7 +23,10 @@ from test_study_gateway import Study
 from sotopia_ls.cli import main
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
+from sotopia_ls.study.leases import FailedSave
 from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.settings import DATABASE_ENV
+from sotopia_ls.study.status import StudyStatus, study_options
 from sotopia_ls.study.store import assignments, slots
 
 pytestmark = pytest.mark.server
@@ -144,10 +149,12 @@ def refused_by_label_studio(study: Study, label_studio: LocalServer) -> None:
 def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_retry(
     study, label_studio: LocalServer, tmp_path
 ):
-    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    study_file = tmp_path / "my studies" / "pilot.json"  # not the default study.json
+    study_file.parent.mkdir()
+    study_file.write_text(study.settings.model_dump_json())
     refused_by_label_studio(study, label_studio)
 
-    shown = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
+    shown = invoke(main, "study", "status", "--study", str(study_file))
 
     assert shown.exit_code == 0, shown.output
     with study.engine.connect() as conn:
@@ -156,18 +163,22 @@ def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_r
     assert "0 waiting to be saved, 1 refused by Label Studio" in shown.output
     assert f"assignment {row.id} (task {row.task_id})" in shown.output
     assert "HTTP 401" in shown.output and "check the API key" in shown.output
-    assert f"sotopia-ls study retry --assignment {row.id}" in shown.output
-    assert f"sotopia-ls study shelve --assignment {row.id}" in shown.output
+    hints = dict(line.strip().split(": ", 1) for line in shown.output.splitlines()
+                 if line.strip().startswith(("retry: ", "or shelve: ")))
+    assert hints == {
+        "retry": f"sotopia-ls study retry --study '{study_file}' --assignment {row.id}",
+        "or shelve": f"sotopia-ls study shelve --study '{study_file}' --assignment {row.id}"}
     assert study.annotations() == []
 
+    # The researcher runs the command as printed, with Label Studio's address and key.
     retried = CliRunner().invoke(main, [
-        "study", "retry", "--study", str(tmp_path / "study.json"), "--assignment", str(row.id),
+        *shlex.split(hints["retry"])[1:],
         "--url", label_studio.url, "--api-key", label_studio.credentials.api_key])
 
     assert retried.exit_code == 0, retried.output
     assert retried.output == f"assignment {row.id}: saved in Label Studio\n"
     assert len(study.annotations()) == 1
-    after = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
+    after = invoke(main, "study", "status", "--study", str(study_file))
     assert "1 saved in Label Studio, 0 waiting to be saved, 0 refused" in after.output
     assert "retry" not in after.output
     check_invariants(study.engine, study.settings)
@@ -194,6 +205,36 @@ def test_a_refused_rating_that_can_never_be_saved_is_shelved_and_its_slot_given_
                    "--assignment", str(row.id))
     assert again.exit_code == 1 and f"has assignment id {row.id}" in again.output
     check_invariants(study.engine, study.settings)
+
+
+def test_the_suggested_commands_name_a_database_given_on_the_command_line_without_its_password(
+    study, label_studio: LocalServer, tmp_path
+):
+    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    refused_by_label_studio(study, label_studio)
+    database = study.settings.database
+
+    given = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"),
+                   "--database", database).output
+    from_environment = CliRunner().invoke(
+        main, ["study", "status", "--study", str(tmp_path / "study.json")],
+        env={DATABASE_ENV: database}).output
+
+    assert f"retry --study {tmp_path / 'study.json'} --database {database} --assignment" in given
+    assert "--database" not in from_environment  # the retry reads the same variable
+    assert study_options(Path("pilot.json"), "postgresql://ann:hunter2@db.example/study") == (
+        "--study pilot.json --database postgresql://ann@db.example/study")
+
+
+def test_a_refusal_time_postgresql_gives_in_its_session_time_zone_is_shown_in_utc(study):
+    tokyo = timezone(timedelta(hours=9))  # as psycopg hands back a timestamptz
+    refusal = FailedSave(7, 3, "HTTP 400: bad", datetime(2025, 3, 1, 18, 30, tzinfo=tokyo))
+    figures = StudyStatus(**{f.name: 0 for f in fields(StudyStatus)} | {
+        "median_seconds": None, "oldest_waiting_seconds": None, "failed": [refusal]})
+
+    shown = figures.lines(study.settings, "--study study.json")
+
+    assert "  assignment 7 (task 3), 2025-03-01 09:30 UTC: HTTP 400: bad" in shown
 
 
 def test_study_retry_names_an_assignment_that_was_not_refused(

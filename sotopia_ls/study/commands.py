@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ..errors import redacted
 from ..extras import require_extra
@@ -224,7 +225,11 @@ def status_command(study_path: Path, database: str | None) -> None:
     with failures_as_messages():
         study = read_study(study_path)
         figures = status.study_status(store.open_store(database or study.database), study)
-    for line in figures.lines(study):
+    # A database from the environment reaches the suggested commands the same way.
+    given = click.get_current_context().get_parameter_source("database")
+    options = status.study_options(
+        study_path, database if given is ParameterSource.COMMANDLINE else None)
+    for line in figures.lines(study, options):
         click.echo(line)
 
 

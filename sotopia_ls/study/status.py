@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from dataclasses import dataclass
+from datetime import timezone
+from pathlib import Path
 
 from sqlalchemy import Engine, and_, case, func, select
 
 from .leases import COUNTED, FailedSave, failed_saves
-from .settings import StudyFile
+from .settings import StudyFile, without_password
 from .store import assignments, aware, now, participants, slots, visits
 
 
@@ -36,7 +39,9 @@ class StudyStatus:
     failed: list[FailedSave]  # refused by Label Studio: kept here, not tried again until retried
     shelved: int       # refused, then set aside by the researcher: kept here, slot given again
 
-    def lines(self, study: StudyFile) -> list[str]:
+    def lines(self, study: StudyFile, options: str) -> list[str]:
+        """The report; ``options`` name the study to the commands it suggests
+        (``study_options``)."""
         median = (f"{self.median_seconds / 60:.1f} min" if self.median_seconds is not None
                   else "no rating yet")
         oldest = (f" (the oldest for {self.oldest_waiting_seconds:.0f} s)"
@@ -57,7 +62,7 @@ class StudyStatus:
             f"{self.late} after their lease expired",
             f"  median time per episode: {median}",
             *self._stuck_lines(),
-            *self._failure_lines(),
+            *self._failure_lines(options),
         ]
 
     def _stuck_lines(self) -> list[str]:
@@ -68,7 +73,7 @@ class StudyStatus:
                 "Label Studio is unreachable or answers with a server error (5xx), tried again "
                 "every sweep; the gateway's log says which"]
 
-    def _failure_lines(self) -> list[str]:
+    def _failure_lines(self, options: str) -> list[str]:
         """Each refused rating, why, and the command that sends it again."""
         if not self.failed:
             return []
@@ -78,11 +83,21 @@ class StudyStatus:
         for failure in self.failed:
             lines += [
                 f"  assignment {failure.assignment_id} (task {failure.task_id}), "
-                f"{failure.failed_at:%Y-%m-%d %H:%M} UTC: {' '.join(failure.reason.split())}",
-                f"    retry: sotopia-ls study retry --assignment {failure.assignment_id}",
-                f"    or shelve: sotopia-ls study shelve --assignment {failure.assignment_id}",
+                # PostgreSQL answers in the session's time zone, whatever the server's.
+                f"{failure.failed_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC: "
+                f"{' '.join(failure.reason.split())}",
+                f"    retry: sotopia-ls study retry {options} --assignment {failure.assignment_id}",
+                f"    or shelve: sotopia-ls study shelve {options} "
+                f"--assignment {failure.assignment_id}",
             ]
         return lines
+
+
+def study_options(study_path: Path, database: str | None) -> str:
+    """``--study`` (and ``--database``, when given) as a shell takes them, so a suggested
+    command reads the same study; a password in the database URL is left out."""
+    database_option = ["--database", without_password(database)] if database else []
+    return shlex.join(["--study", str(study_path), *database_option])
 
 
 def _count(condition: object) -> object:
