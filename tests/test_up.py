@@ -161,6 +161,24 @@ def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data
     assert stopped.returncode == 1 and "no Label Studio URL" in stopped.stderr
 
 
+def test_a_command_beside_a_demo_that_was_killed_says_it_is_not_running(tmp_path):
+    """`up` killed with SIGKILL leaves its address behind; a command run without --url or
+    --api-key says the demo is gone and how to go on, instead of a connection error."""
+    data_dir = tmp_path / "label-studio"
+    Credentials.load_or_create(data_dir / "credentials.json")
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    (data_dir / "address.json").write_text(json.dumps({"url": dead}))
+
+    result = CliRunner().invoke(main, ["check", "--project", "1"], env={
+        "LABEL_STUDIO_URL": None, "LABEL_STUDIO_API_KEY": None,
+        "SOTOPIA_LS_DATA_DIR": str(data_dir)})
+
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"Error: the demo's Label Studio at {dead} (named in {data_dir / 'address.json'}) is "
+        "not running: start it with scripts/demo, or pass --url and --api-key"]
+
+
 def test_a_public_host_cannot_open_label_studio_to_private_backends(tmp_path):
     result = CliRunner().invoke(main, ["up", "--no-serve", "--host", "0.0.0.0",
                                        "--allow-local-backends", "--data-dir", str(tmp_path)])

@@ -85,7 +85,8 @@ def demo_data_dir() -> Path:
 
 def demo_login(data_dir: Path | None = None) -> DemoLogin | None:
     """The address and key of the demo ``sotopia-ls up`` serves from ``data_dir`` (by default
-    ``demo_data_dir()``), or None when no demo is served from there."""
+    ``demo_data_dir()``), or None when no demo is served from there; one whose address
+    answers nothing (its ``up`` was killed) is refused in one line."""
     folder = data_dir or demo_data_dir()
     address = folder / ADDRESS_FILE
     if not address.is_file():
@@ -94,8 +95,21 @@ def demo_login(data_dir: Path | None = None) -> DemoLogin | None:
         url = json.loads(address.read_text(encoding="utf-8"))["url"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None  # left by an `up` killed while writing it: no demo to trust
+    # An `up` killed at once (SIGKILL) leaves its address behind: ask before trusting it.
+    if not answers_up(url, timeout=1):
+        raise LabelStudioError(
+            f"the demo's Label Studio at {url} (named in {address}) is not running: start it "
+            "with scripts/demo, or pass --url and --api-key")
     credentials = folder / CREDENTIALS_FILE
     return DemoLogin(url, Credentials.load(credentials).api_key, credentials)
+
+
+def answers_up(url: str, *, timeout: float) -> bool:
+    """Whether a Label Studio at ``url`` answers its ``/health`` with UP."""
+    try:
+        return httpx.get(f"{url}/health", timeout=timeout).json().get("status") == "UP"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
 
 
 @contextmanager
@@ -235,10 +249,7 @@ def _wait_until_up(server: LocalServer, timeout: float) -> None:
                 f"label-studio exited with code {server.process.returncode}; "
                 f"see {server.log_path}"
             )
-        try:
-            if httpx.get(f"{server.url}/health", timeout=2).json().get("status") == "UP":
-                return
-        except (httpx.HTTPError, ValueError):
-            pass
+        if answers_up(server.url, timeout=2):
+            return
         time.sleep(1)
     raise LabelStudioError(f"label-studio did not answer on {server.url} within {timeout:.0f} s")
