@@ -88,7 +88,7 @@ def test_episodes_imported_from_otree_reach_sotopia_from_the_export_folder_alone
     run = uuid.uuid4().hex[:6]
     raters = [ls_client.users.create(username=f"rater{k}-{run}", email=f"rater{k}-{run}@lab.test")
               for k in (1, 2)]
-    for episode, task in task_ids(ls_client, project.id).items():
+    for task in task_ids(ls_client, project.id).values():
         for offset, rater in enumerate(raters, start=1):
             ls_client.annotations.create(id=task, result=results_of(scores(offset)),
                                          completed_by=rater.id, lead_time=30.0)

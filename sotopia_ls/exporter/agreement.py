@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..dimensions import RUBRIC
-from .bootstrap import Bootstrap
+from .bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
 from .reliability import (
     UNIT,
     alpha_and_icc,
@@ -109,7 +109,7 @@ def _intervals(
     return point, bootstrap.interval(replicates, (len(RUBRIC.keys), 3))
 
 
-def agreement_table(long: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def agreement_table(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> pd.DataFrame:
     """One row per dimension (rubric order) with the statistics described above.
 
     ``long`` is ``scores_long`` without ground-truth rows: one annotator's score per row.
@@ -151,7 +151,9 @@ def model_pair(long: pd.DataFrame) -> pd.Series:
     return labels
 
 
-def agreement_breakdown(long: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def agreement_breakdown(
+    long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+) -> pd.DataFrame:
     """``agreement_table`` per model pair and per agent position (``breakdown``, ``group``)."""
     groupings = {
         "model pair": model_pair(long),

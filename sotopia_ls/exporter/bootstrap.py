@@ -73,6 +73,9 @@ class Bootstrap:
         return np.moveaxis(bounds, 0, -1)
 
 
+DEFAULT_BOOTSTRAP = Bootstrap()  # frozen: one value serves every call that gives none
+
+
 @dataclass(frozen=True)
 class Draw:
     """Resamples of the episodes seen from a table's rows, each row belonging to an episode.

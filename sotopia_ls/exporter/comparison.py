@@ -33,7 +33,14 @@ import pandas as pd
 from scipy import stats
 
 from ..dimensions import DIMENSION_KEYS
-from .bootstrap import Bootstrap, Draw, moments, pearson_from_moments, weighted_spearman
+from .bootstrap import (
+    DEFAULT_BOOTSTRAP,
+    Bootstrap,
+    Draw,
+    moments,
+    pearson_from_moments,
+    weighted_spearman,
+)
 from .reliability import UNIT
 
 OVERALL = "overall"
@@ -134,7 +141,7 @@ def _recorded(bootstrap: Bootstrap) -> dict[str, int]:
     return dict(bootstrap_resamples=bootstrap.resamples, bootstrap_seed=bootstrap.seed)
 
 
-def human_vs_model(paired: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def human_vs_model(paired: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> pd.DataFrame:
     """Per judge, one row per dimension, then ``overall``, from ``paired_scores``; n = 0 when
     no episode has a model score."""
     rows = []
@@ -197,7 +204,7 @@ def _verdict(low: float, high: float) -> str:
 
 
 def model_vs_human_noise(
-    long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()
+    long: pd.DataFrame, model_scores: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
 ) -> pd.DataFrame:
     """Per judge, one row per dimension, then ``overall``: the judge against the spread
     between humans."""

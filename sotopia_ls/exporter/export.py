@@ -99,6 +99,9 @@ class Reading:
     chunk_bytes: int = CHUNK_BYTES
 
 
+DEFAULT_READING = Reading()  # frozen: one value serves every call that gives none
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """The export builds millions of objects that all live to the end; the cyclic garbage
@@ -202,7 +205,7 @@ def export_project(
     with_predictions: bool = False,
     keep_identities: bool = False,
     raw_csv: bool = False,
-    reading: Reading = Reading(),
+    reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
     """Validate and export every annotation of a live project (given by id or exact title).
@@ -239,7 +242,7 @@ def export_file(
     keep_identities: bool = False,
     raw_csv: bool = False,
     overlap: int | None = None,
-    reading: Reading = Reading(),
+    reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
     """Validate and export a Label Studio JSON export file, read as a stream.

@@ -31,7 +31,7 @@ from irrCAC.raw import CAC
 from irrCAC.weights import Weights
 
 from ..dimensions import RUBRIC
-from .bootstrap import Bootstrap, Draw
+from .bootstrap import DEFAULT_BOOTSTRAP, Bootstrap, Draw
 from .reliability import UNIT, category_counts, rated_units, unit_table
 
 WEIGHTS = {"ac1": "identity", "ac2": "ordinal"}
@@ -78,7 +78,7 @@ def resampled_coefficients(
     return (observed - chance) / (1 - chance)
 
 
-def gwet_table(long: pd.DataFrame, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def gwet_table(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> pd.DataFrame:
     """One row per dimension (rubric order): AC1 and AC2 with their intervals.
 
     ``long`` is ``scores_long`` without ground-truth rows: one annotator's score per row.

@@ -29,7 +29,7 @@ from ..labelstudio.client import Client
 from .accounting import Finding, Tally
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
 from .cells import neutralized_frame
-from .export import ExportResult, Reading, export_file, export_project
+from .export import DEFAULT_READING, ExportResult, Reading, export_file, export_project
 from .page import document
 from .sections import SECTIONS, Inputs, Section, check_needs, needed_by
 
@@ -159,7 +159,7 @@ def report_project(
     client: Client, project: str | int, out_dir: Path, *,
     reference: Path | None = None, with_predictions: bool = False,
     keep_identities: bool = False, bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-    raw_csv: bool = False, reading: Reading = Reading(), progress: bool = False,
+    raw_csv: bool = False, reading: Reading = DEFAULT_READING, progress: bool = False,
 ) -> Report:
     """The report of a live project (read as ``export_project`` reads it), written to
     ``out_dir``."""
@@ -172,7 +172,7 @@ def report_file(
     path: Path, out_dir: Path, *, identities: Mapping[int, str] | None = None,
     reference: Path | None = None, keep_identities: bool = False,
     bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, raw_csv: bool = False,
-    reading: Reading = Reading(), progress: bool = False,
+    reading: Reading = DEFAULT_READING, progress: bool = False,
 ) -> Report:
     """The report of a Label Studio JSON export file, written to ``out_dir``."""
     result = export_file(path, identities=identities, keep_identities=keep_identities,
