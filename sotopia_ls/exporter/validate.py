@@ -123,6 +123,16 @@ def _predicted_evaluation(prediction: Any) -> Evaluation | None:
     return evaluation_of(prediction.get("result") or [], str(prediction.get("model_version") or ""))
 
 
+def _evaluations(task: Task, settings: Settings, tally: Tally) -> list[Evaluation]:
+    """The task's stored evaluations; without any, its latest prediction read as one (and
+    read only then: it would be thrown away)."""
+    stored = _stored_evaluations(task, tally)
+    if stored:
+        return stored
+    predicted = _predicted_evaluation(_latest_prediction(task, settings))
+    return [predicted] if predicted else []
+
+
 def _model_rows(episode_id: str, evaluations: list[Evaluation]) -> list[ModelRow]:
     """One row per score each evaluation holds; their gaps have none."""
     return [
@@ -279,9 +289,7 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
         return
     if episode_id not in part.data:
         part.data[episode_id] = data
-        predicted = _predicted_evaluation(_latest_prediction(task, settings))
-        evaluations = _stored_evaluations(task, tally) or ([predicted] if predicted else [])
-        part.model_rows[episode_id] = _model_rows(episode_id, evaluations)
+        part.model_rows[episode_id] = _model_rows(episode_id, _evaluations(task, settings, tally))
     kept = _keep_latest_per_annotator(task_rows, part)
     tally.exported += len(kept)
     tally.ground_truth += sum(row["ground_truth"] for row in kept)
