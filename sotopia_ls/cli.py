@@ -464,16 +464,16 @@ def evaluate_command(
         raise click.UsageError(f"the API key in ${api_key_env} {problem}")
     endpoint = ChatEndpoint(base_url, model, key, timeout, retries=retries)
     with failures_as_messages():
-        run = evaluate_project(connect(url, api_key), project,
-                               LLMJudge(endpoint, workers, attempts),
-                               batch_size=batch_size, progress=True)
+        run = evaluate_project(connect(url, api_key), project, LLMJudge(endpoint, attempts),
+                               workers=workers, batch_size=batch_size, progress=True)
     click.echo(f"project {run.project_id}: {run.tasks} task(s), {run.already} already judged "
                f"by {model}; {run.judged} evaluation(s) added to the tasks' meta")
-    for episode, reason in run.failed.items():
-        click.echo(f"  no evaluation for episode {episode}: {redacted(reason)}", err=True)
+    for task, failure in run.failed.items():
+        episode = f"episode {failure.episode} (task {task})" if failure.episode else f"task {task}"
+        click.echo(f"  no evaluation for {episode}: {redacted(failure.reason)}", err=True)
     if run.failed:
         raise click.ClickException(
-            f"{len(run.failed)} episode(s) left without an evaluation by {model} (nothing "
+            f"{len(run.failed)} task(s) left without an evaluation by {model} (nothing "
             "stored for them); run the command again to ask for them")
 
 

@@ -8,14 +8,16 @@ backend read model evaluations and no annotator sees them. Running it again with
 model adds a second judge; running it again with the same model asks only for what is
 missing.
 
-Requests run on ``judge.workers`` threads; evaluations are written to Label Studio in batches
-as they come, so an interrupted run keeps what it got. An episode whose answers were all
-unusable (malformed, out of range, no answer) is reported with the reasons, never stored.
-One run per project at a time: a task's meta is replaced whole.
+Requests run on ``workers`` threads; evaluations are written to Label Studio in batches as
+they come, so an interrupted or refused run keeps every answer it got, and stops asking at
+once: requests not yet sent are dropped, and those waiting to retry give up. A task whose
+answers were all unusable (malformed, out of range, no answer) is reported with its episode
+and the reasons, never stored. One run per project at a time: a task's meta is replaced whole.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,21 +34,25 @@ from .scores import Evaluation
 WRITE_BATCH = 10
 
 
+@dataclass(frozen=True)
+class Failure:
+    """Why a task got no evaluation; ``episode``: the id of the episode it holds."""
+
+    episode: str
+    reason: str
+
+
 @dataclass
 class EvaluationRun:
-    """What a run did: tasks seen, already judged by the model, judged now, and each episode
-    left without an evaluation with the reason."""
+    """What a run did: tasks seen, already judged by the model, judged now, and each task
+    left without an evaluation (by task id: one episode may be in several tasks)."""
 
     project_id: int
     model: str
     tasks: int = 0
     already: int = 0
     judged: int = 0
-    failed: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def asked(self) -> int:
-        return self.tasks - self.already
+    failed: dict[int, Failure] = field(default_factory=dict)
 
 
 def judged_meta(meta: dict[str, Any], evaluation: Evaluation) -> dict[str, Any]:
@@ -57,12 +63,13 @@ def judged_meta(meta: dict[str, Any], evaluation: Evaluation) -> dict[str, Any]:
 
 
 def evaluate_project(
-    client: Client, project: str | int, judge: LLMJudge, *,
+    client: Client, project: str | int, judge: LLMJudge, *, workers: int = 1,
     batch_size: int = WRITE_BATCH, progress: bool = False,
 ) -> EvaluationRun:
     """Have ``judge`` evaluate every episode of ``project`` (id or exact title) it has not
-    evaluated yet; each evaluation goes into its task's ``meta``. ``JudgeRefused`` when the
-    endpoint refuses the requests themselves (what was judged before is kept)."""
+    evaluated yet, ``workers`` requests at a time; each evaluation goes into its task's
+    ``meta``. ``JudgeRefused`` when the endpoint refuses the requests themselves (every
+    answer got before is kept)."""
     target = find_project(client, project)
     records = task_records(client, target.id)
     run = EvaluationRun(target.id, judge.model, tasks=len(records))
@@ -76,27 +83,41 @@ def evaluate_project(
             update_task_meta(client, target.id, task_id, meta)
             run.judged += 1
 
-    pool = ThreadPoolExecutor(judge.workers)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(workers)
+    asked: dict[Future[Evaluation], TaskRecord] = {}
+    read: set[Future[Evaluation]] = set()
     try:
-        asked: dict[Future[Evaluation], TaskRecord] = {
-            pool.submit(judge.judge, record.data): record for record in todo
-        }
+        for record in todo:
+            asked[pool.submit(judge.judge, record.data, stop)] = record
         with tqdm(total=len(todo), desc=f"evaluate ({judge.model})", unit="episode",
                   disable=not progress) as bar:
             for done in as_completed(asked):
+                read.add(done)
                 record = asked[done]
                 bar.update()
                 try:
                     pending[record.id] = judged_meta(record.meta, done.result())
                 except JudgeError as exc:
-                    run.failed[str(record.data.get(EPISODE_ID) or f"task {record.id}")] = str(exc)
+                    episode = str(record.data.get(EPISODE_ID) or "")
+                    run.failed[record.id] = Failure(episode, str(exc))
                 except EndpointRefused as exc:
                     raise JudgeRefused(f"{exc}; nothing more was asked") from exc
                 if len(pending) >= batch_size:
                     flush()
     finally:
-        # Interrupted or refused: stop asking, and keep what was answered.
+        # Interrupted or refused: send nothing more, end the waits before retries, and keep
+        # every answer that came, read by the loop above or not.
+        stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+        for future, record in asked.items():
+            if future not in read and _answered(future):
+                pending[record.id] = judged_meta(record.meta, future.result())
         if pending:
             flush()
     return run
+
+
+def _answered(future: Future[Evaluation]) -> bool:
+    """True when ``future`` finished with an evaluation (not cancelled, not failed)."""
+    return future.done() and not future.cancelled() and future.exception() is None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any
 
 from pydantic import ValidationError
@@ -60,24 +61,23 @@ class LLMJudge:
     """Asks ``endpoint`` for a Sotopia evaluation; an unusable answer is shown back to the
     model with what was wrong, at most ``attempts`` answers in all."""
 
-    def __init__(self, endpoint: ChatEndpoint, workers: int = 1, attempts: int = 2) -> None:
+    def __init__(self, endpoint: ChatEndpoint, attempts: int = 2) -> None:
         self.endpoint = endpoint
-        self.workers = workers
         self.attempts = attempts
 
     @property
     def model(self) -> str:
         return self.endpoint.model
 
-    def judge(self, data: dict[str, Any]) -> Evaluation:
+    def judge(self, data: dict[str, Any], stop: threading.Event | None = None) -> Evaluation:
         """The evaluation of the episode whose task data is ``data``; ``JudgeError`` or
-        ``chat.EndpointRefused`` otherwise."""
+        ``chat.EndpointRefused`` otherwise. Once ``stop`` is set, nothing more is asked."""
         messages = [{"role": "user", "content": evaluation_prompt(data)}]
         reasons: list[str] = []
         for attempt in range(1, self.attempts + 1):
             reply = None
             try:
-                reply = self.endpoint.complete(messages)
+                reply = self.endpoint.complete(messages, stop)
                 return parse_evaluation(reply, self.model)
             except InvalidReply as exc:
                 reasons.append(f"attempt {attempt}: {exc}")

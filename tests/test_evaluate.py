@@ -121,10 +121,12 @@ def test_two_judges_evaluate_the_otree_episodes_and_the_report_compares_people_w
     second = evaluate(JUDGE_B)
     assert second.exit_code == 1
     assert f"{len(episodes) - 2} evaluation(s) added" in second.output
-    assert "2 episode(s) left without an evaluation by judge-b" in second.output
+    assert "2 task(s) left without an evaluation by judge-b" in second.output
     by_name = {participants(e): e.id for e in episodes}
-    assert re.search(rf"episode {by_name[malformed]}: .*attempt 2: the answer is not valid JSON", second.output)
-    assert re.search(rf"episode {by_name[wrong]}: .*believability score 12 is outside 0 to 10", second.output)
+    assert re.search(rf"episode {by_name[malformed]} \(task \d+\): .*attempt 2: the answer is not valid JSON",
+                     second.output)
+    assert re.search(rf"episode {by_name[wrong]} \(task \d+\): .*believability score 12 is outside 0 to 10",
+                     second.output)
     stored = judges()
     assert set(stored[malformed].meta[JUDGES]) == set(stored[wrong].meta[JUDGES]) == {JUDGE_A}
     assert all(set(task.meta[JUDGES]) == {JUDGE_A, JUDGE_B}
@@ -167,6 +169,58 @@ def test_two_judges_evaluate_the_otree_episodes_and_the_report_compares_people_w
     html = (tmp_path / "report" / "report.html").read_text()
     for judge in (JUDGE_A, JUDGE_B):
         assert re.search(rf"<td>{judge}</td>\s*<td>goal</td>", html)
+
+
+@pytest.mark.server
+def test_a_refused_request_stops_the_run_and_keeps_every_answer_already_in(
+    label_studio, ls_client, stub, sample_data, project_title
+):
+    """The endpoint refuses one request (401) while the others are still on their way: the
+    run stops in one line, and the answers that arrive meanwhile are stored all the same."""
+    episodes = load_episodes([sample_data / EPISODES]).episodes[:4]
+    project = create_project(ls_client, project_title)
+    push_episodes(ls_client, project.id, episodes, progress=False)
+    names = [participants(episode) for episode in episodes]
+    stub.script = {(JUDGE_A, names[0]): ["401"]}
+    stub.delay = 0.5  # every answer comes after the refusal
+
+    result = CliRunner().invoke(main, [
+        "evaluate", "--project", str(project.id), "--model", JUDGE_A, "--base-url", stub.base_url,
+        "--api-key-env", "STUB_KEY", "--workers", "4", "--batch-size", "10"], env={
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key, "STUB_KEY": API_KEY})
+
+    assert result.exit_code == 1
+    assert "answered HTTP 401 (check the API key); nothing more was asked" in result.output
+    assert "Traceback" not in result.output and API_KEY not in result.output
+    judged = {participants_of(task.data): set((task.meta or {}).get(JUDGES, {}))
+              for task in ls_client.tasks.list(project=project.id, include="id,data,meta")}
+    assert judged == {names[0]: set(), **{name: {JUDGE_A} for name in names[1:]}}
+
+
+@pytest.mark.server
+def test_each_task_holding_the_same_episode_is_reported_on_its_own(
+    label_studio, ls_client, stub, sample_data, project_title
+):
+    """One episode imported into two tasks: when the judge cannot evaluate it, both tasks
+    are named, each with the episode it holds."""
+    (episode,) = load_episodes([sample_data / EPISODES]).episodes[:1]
+    project = create_project(ls_client, project_title)
+    tasks = [ls_client.tasks.create(project=project.id, data=episode_to_task(episode)).id
+             for _ in range(2)]
+    stub.script = {(JUDGE_A, participants(episode)): ["no JSON here"] * 4}
+
+    result = CliRunner().invoke(main, [
+        "evaluate", "--project", str(project.id), "--model", JUDGE_A, "--base-url", stub.base_url,
+        "--api-key-env", "STUB_KEY", "--attempts", "2"], env={
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key, "STUB_KEY": API_KEY})
+
+    assert result.exit_code == 1
+    assert "2 task(s) left without an evaluation by judge-a" in result.output
+    for task in tasks:
+        assert re.search(rf"no evaluation for episode {episode.id} \(task {task}\): .*attempt 2",
+                         result.output)
 
 
 def _ratings(offset: int) -> dict[int, dict[str, tuple[str, int]]]:

@@ -16,12 +16,12 @@ import subprocess
 import sys
 from importlib.metadata import distributions
 from pathlib import Path
-from typing import Any
 
 import click
 from packaging.requirements import Requirement
 
 from ..labelstudio.client import (
+    Client,
     connect,
     find_project,
     register_backend,
@@ -176,7 +176,7 @@ def ml_backend_command(
     )
 
 
-def why_no_predictions(client: Any, project_id: int) -> str:
+def why_no_predictions(client: Client, project_id: int) -> str:
     """Why asking the backend for every task's predictions made none, from what the tasks
     carry: the ``stored`` provider (the default) predicts only from model evaluations kept in
     a task's meta, and never twice per model."""

@@ -136,9 +136,9 @@ def _valid(name: str, raw: Any) -> Evaluation:
 class LiveJudgement:
     """A chat model's judgement of the episode (``sotopia_ls.judge``)."""
 
-    def __init__(self, judge: LLMJudge) -> None:
+    def __init__(self, judge: LLMJudge, workers: int) -> None:
         self.judge = judge
-        self.workers = judge.workers
+        self.workers = workers
 
     def judgements(self, task: dict[str, Any], present: set[str]) -> list[Evaluation]:
         if self.judge.model in present:
@@ -185,7 +185,7 @@ class SotopiaJudge(LabelStudioMLBase):
             # No retries here: Label Studio waits for the whole batch (ML_TIMEOUT_PREDICT), and
             # asking for predictions again asks only for what is missing.
             endpoint = ChatEndpoint(cls.LLM_BASE_URL, cls.LLM_MODEL, cls.LLM_API_KEY, timeout)
-            return LiveJudgement(LLMJudge(endpoint, workers))
+            return LiveJudgement(LLMJudge(endpoint), workers)
         raise SettingsError(
             f"SOTOPIA_LS_PROVIDER={cls.PROVIDER!r} is not a provider; use one of {', '.join(PROVIDERS)}"
         )
