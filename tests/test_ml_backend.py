@@ -39,7 +39,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSIONS, DIMENSION_KEYS, rating_nam
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import Client, create_project, request_predictions
+from sotopia_ls.labelstudio.client import Client, create_project, prediction_count, request_predictions
 from sotopia_ls.labelstudio.push import push_episodes, task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import unmet_requirements
@@ -120,6 +120,8 @@ def test_label_studio_gets_the_stored_evaluation_as_a_prediction(
     found = predictions_by_episode()
     assert found[plain.id] == []
     (stored,) = found[evaluated.id]
+    # Label Studio 1.23 keeps the project's prediction count: the count "made" is read from it.
+    assert prediction_count(ls_client, project.id) == 1
     assert len(stored.result) == 28
     assert predicted_choices(stored.result) == stored_choices(evaluated)
     assert {r["from_name"] for r in stored.result} == {

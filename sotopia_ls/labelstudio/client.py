@@ -336,9 +336,10 @@ def project_predictions(client: Client, project_id: int) -> dict[int, dict[str, 
 
 
 def prediction_count(client: Client, project_id: int) -> int:
-    """How many predictions the project's tasks hold."""
+    """How many predictions the project's tasks hold: the count Label Studio keeps with the
+    project, so no prediction is downloaded."""
     with sdk_errors("counting predictions", project=project_id):
-        return sum(1 for _ in client.predictions.list(project=project_id))
+        return client.projects.get(id=project_id).total_predictions_number or 0
 
 
 @dataclass(frozen=True)
