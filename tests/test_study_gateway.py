@@ -11,12 +11,15 @@ import json
 import os
 import secrets
 import stat
+import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 from starlette.testclient import TestClient
 
 from conftest import invoke, results_of
@@ -25,6 +28,7 @@ from study_support import (
     EDITOR,
     NO_SLOTS,
     SAMPLE_EPISODES,
+    CSRF_FIELD,
     Participant,
     answers,
     check_invariants,
@@ -224,6 +228,49 @@ def test_a_double_click_or_a_retried_request_saves_one_annotation(study):
     with study.engine.connect() as conn:
         row = conn.execute(select(assignments)).one()
     assert (row.state, row.ls_annotation_id) == ("saved", saved[0].id)
+
+
+@contextmanager
+def reads_of_the_visit(engine: Engine) -> Iterator[list[str]]:
+    """The queries that read a visit's state (whether the instructions are read) or its pages'
+    answers while the block runs."""
+    reads: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if re.search(r"\bvisits\.instructions_read_at\b|\bFROM page_answers\b", statement) \
+                and statement.lstrip().startswith("SELECT"):
+            reads.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield reads
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_request_reads_the_visit_once_and_a_rating_once_more_for_its_count(study):
+    """Every request reads the participant's visit: in one query, and not again to find the
+    next page; only a rating reads it after it is recorded, for the number rated."""
+    someone = study.participant()
+    someone.arrive()
+    token = CSRF_FIELD.search(someone.http.get("/s/pilot/instructions").text).group(1)
+
+    with reads_of_the_visit(study.engine) as reading:
+        read = someone.http.post("/s/pilot/instructions", data={"csrf": token},
+                                 follow_redirects=False)
+    with reads_of_the_visit(study.engine) as opening:
+        someone.open_episode()
+    with reads_of_the_visit(study.engine) as first_rating:
+        first = someone.rate(1)
+    someone.open_episode()
+    with reads_of_the_visit(study.engine) as last_rating:
+        last = someone.rate(2)
+
+    assert read.headers["location"] == "/s/pilot/rate"
+    assert (first.json(), last.json()) == ({"next": "/s/pilot/rate"}, {"next": "/s/pilot/done"})
+    assert [len(reading), len(opening), len(first_rating), len(last_rating)] == [1, 1, 2, 2]
+    with study.engine.connect() as conn:
+        assert conn.execute(select(visits.c.outcome)).scalar_one() == "completed"
 
 
 def test_a_saved_rating_carries_the_gateway_timestamps(study):

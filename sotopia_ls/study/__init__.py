@@ -11,7 +11,8 @@ never get a login, a token or its address.
 - ``leases``    k slots per episode, leased to participants, settled on submission
 - ``page``      a participant page as an object, as oTree's ``Page``: whether it is displayed,
                 what its template gets (``vars_for_template``), what its submit does
-                (``before_next_page``); a page with a form records its answers by default
+                (``before_next_page``, returning the visit as it left it); a page with a form
+                records its answers by default
 - ``flow``      the gateway's pages in order, ``PAGE_SEQUENCE``: instructions → rate (× m) →
                 done; ``create_app(pages=…)`` takes another sequence (a consent page added is
                 one class and one template)

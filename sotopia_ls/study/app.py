@@ -179,8 +179,9 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             if request.method == "POST":
                 answers = await _answers(request, page.submit)
                 if current_page(pages, visit, study) is page:
-                    await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
-                return go(await where(visit))
+                    visit = await run_in_threadpool(page.before_next_page,
+                                                    turn(request, visit), answers)
+                return go(current_page(pages, visit, study))
             if current_page(pages, visit, study) is not page and not page.revisitable:
                 return go(current_page(pages, visit, study))
             context = await run_in_threadpool(page.vars_for_template, turn(request, visit))
@@ -197,8 +198,8 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         async def endpoint(request: Request) -> Response:
             visit = await current_visit(request)
             answers = await _answers(request, submit)
-            await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
-            return JSONResponse({"next": f"{base}/{(await where(visit)).name}"})
+            after = await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
+            return JSONResponse({"next": f"{base}/{current_page(pages, after, study).name}"})
 
         return endpoint
 

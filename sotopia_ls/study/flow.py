@@ -9,6 +9,7 @@ consent page, a questionnaire) is a change to the sequence, given to ``create_ap
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,8 +52,9 @@ class Instructions(Page):
         return {"instructions": turn.gateway.instructions,
                 "first_time": not turn.visit.instructions_read}
 
-    def before_next_page(self, turn: Turn, answers: BaseModel) -> None:
+    def before_next_page(self, turn: Turn, answers: BaseModel) -> Visit:
         arrival.mark_instructions_read(turn.engine, turn.visit.id)
+        return replace(turn.visit, instructions_read=True)
 
 
 class Rate(Page):
@@ -88,7 +90,7 @@ class Rate(Page):
         return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
 
-    def before_next_page(self, turn: Turn, answers: Submission) -> None:
+    def before_next_page(self, turn: Turn, answers: Submission) -> Visit:
         """Record the rating with its slot; a retry of one recorded changes nothing. It may
         come after the page was left (a double click on the last episode), so it is read
         whatever the current page: the assignment must be this visit's."""
@@ -102,8 +104,12 @@ class Rate(Page):
         settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode)
         if settled.state == "saving":
             turn.gateway.writer.rating_recorded()
-        if arrival.load_visit(turn.engine, visit.id).rated >= study.episodes_per_participant:
+        # Read again: how many this visit has rated is what the rating changed.
+        after = arrival.load_visit(turn.engine, visit.id)
+        if after.rated >= study.episodes_per_participant and after.outcome is None:
             arrival.finish(turn.engine, visit.id, "completed")
+            return replace(after, outcome="completed")
+        return after
 
 
 class Done(Page):

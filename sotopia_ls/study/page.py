@@ -11,7 +11,8 @@ A page says
   ``template_folder``;
 - how its submit comes (``submit``: an HTML ``Form`` posted to the page's own address, JSON a
   ``Script`` of the page posts, or None) and what it does (``before_next_page``, given the
-  answers read with the submit's pydantic model).
+  answers read with the submit's pydantic model; it returns the visit as the submit left it,
+  so the app finds the next page without reading the visit again).
 
 By default a page is displayed until the visit has answered it, and its submit records the
 answers (``arrival.record_answers``): a consent page or a questionnaire is one class and one
@@ -21,7 +22,7 @@ before a page sees anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -108,9 +109,10 @@ class Page:
     def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
         return {}
 
-    def before_next_page(self, turn: Turn, answers: BaseModel) -> None:
+    def before_next_page(self, turn: Turn, answers: BaseModel) -> Visit:
         arrival.record_answers(turn.engine, turn.visit.id, self.name,
                                answers.model_dump(mode="json"))
+        return replace(turn.visit, answered=turn.visit.answered | {self.name})
 
 
 def current_page(pages: tuple[Page, ...], visit: Visit, study: StudyFile) -> Page:
