@@ -12,7 +12,6 @@ import hashlib
 import json
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,8 +42,10 @@ def out_of_range(model: str, episode: str) -> str:
 class ChatStub(ThreadingHTTPServer):
     """POST /v1/chat/completions on 127.0.0.1. ``script[(model, episode)]`` lists the first
     replies ("429" with Retry-After 0, "429 <Retry-After>", "401", "cut off", or a text);
-    every later request gets a valid answer, ``delay`` seconds late. An episode is known by
-    its participants line, unique among the sample episodes."""
+    every later request gets a valid answer. With ``refuse_when`` set to N, a 401 is sent only
+    once N requests are in, and every valid answer only after that 401, so a test knows the
+    order whatever the machine's load. An episode is known by its participants line, unique
+    among the sample episodes."""
 
     daemon_threads = True
 
@@ -54,7 +55,9 @@ class ChatStub(ThreadingHTTPServer):
         self.calls: Counter[tuple[str, str]] = Counter()
         self.auth: set[str | None] = set()
         self.script: dict[tuple[str, str], list[str]] = {}
-        self.delay = 0.0
+        self.refuse_when = 0
+        self.arrived = threading.Semaphore(0)
+        self.refused = threading.Event()
 
     @property
     def base_url(self) -> str:
@@ -66,6 +69,7 @@ class ChatStub(ThreadingHTTPServer):
             attempt = self.calls[(model, episode)]
             self.calls[(model, episode)] += 1
             self.auth.add(auth)
+        self.arrived.release()
         script = self.script.get((model, episode), [])
         return script[attempt] if attempt < len(script) else answer(model, episode)
 
@@ -83,14 +87,20 @@ class _Handler(BaseHTTPRequestHandler):
                              b"Transfer-Encoding: chunked\r\n\r\n40\r\n{\"choices\": [")
             self.close_connection = True
             return
+        if reply == "401" and self.server.refuse_when:
+            for _ in range(self.server.refuse_when):
+                assert self.server.arrived.acquire(timeout=60), "fewer requests than expected"
         if reply.startswith("429") or reply == "401":
             self.send_response(int(reply[:3]))
             if reply.startswith("429"):
                 self.send_header("Retry-After", reply[4:] or "0")
             self.send_header("Content-Length", "0")
             self.end_headers()
+            if reply == "401":
+                self.server.refused.set()
             return
-        time.sleep(self.server.delay)
+        if self.server.refuse_when:
+            assert self.server.refused.wait(timeout=60), "the refusal never went out"
         payload = json.dumps({"object": "chat.completion", "model": body["model"], "choices": [
             {"index": 0, "message": {"role": "assistant", "content": reply}}]}).encode()
         self.send_response(200)

@@ -182,7 +182,7 @@ def test_a_refused_request_stops_the_run_and_keeps_every_answer_already_in(
     push_episodes(ls_client, project.id, episodes, progress=False)
     names = [participants(episode) for episode in episodes]
     stub.script = {(JUDGE_A, names[0]): ["401"]}
-    stub.delay = 0.5  # every answer comes after the refusal
+    stub.refuse_when = len(episodes)  # all four asked, then the refusal, then the answers
 
     result = CliRunner().invoke(main, [
         "evaluate", "--project", str(project.id), "--model", JUDGE_A, "--base-url", stub.base_url,
