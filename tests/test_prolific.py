@@ -1,0 +1,316 @@
+"""A researcher's review reaches Prolific: approvals, rejections, bulk approvals, a study's
+submissions and a qualification round's participant group, against a stand-in for Prolific's
+API on 127.0.0.1 (real HTTP), which records what was sent and answers as Prolific does,
+refusals included."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from sotopia_ls.study.prolific import (
+    REJECTION_CATEGORIES,
+    Prolific,
+    ProlificError,
+    ProlificRefused,
+    ProlificUnavailable,
+)
+
+TOKEN = "tok-s3cr3t-0123456789"
+REASON = ("Your answers arrived in under a minute for twelve episodes, far below the time "
+          "reading them takes; the attention check was failed too.")
+
+
+class StandIn(ThreadingHTTPServer):
+    """Prolific's endpoints; ``script[path]`` lists the first answers to that path as
+    (status, body, headers) or ("sleep", seconds); later requests get Prolific's usual answer."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.script: dict[str, list[tuple[Any, ...]]] = {}
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/api/v1/"
+
+    def sent(self, method: str | None = None) -> list[tuple[str, str, Any]]:
+        return [(r["method"], r["path"], r["body"]) for r in self.requests
+                if method is None or r["method"] == method]
+
+    def usual(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        parts = path.split("?")[0].strip("/").split("/")[2:]
+        if parts[:1] == ["submissions"] and parts[-1] == "transition":
+            status = {"APPROVE": "APPROVED", "REJECT": "REJECTED"}[body["action"]]
+            return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
+        if parts == ["submissions", "bulk-approve"]:
+            return 200, {}
+        if parts == ["participant-groups"]:
+            return 201, {"id": "group-1", "name": body["name"], "participant_count": 0}
+        if parts[:2] == ["participant-groups", "group-1"] and method == "POST":
+            return 200, {"results": []}
+        if method == "GET" and parts[-1] == "submissions" or parts[:2] == [
+                "participant-groups", "group-1"]:
+            return 200, self.page(path, parts)
+        return 404, {"error": {"detail": f"Not found: {path}"}}
+
+    def page(self, path: str, parts: list[str]) -> dict[str, Any]:
+        second = path.endswith("?page=2")
+        key = "participant_id"
+        if parts[-1] == "submissions":
+            items = [{"id": f"s{n}", "participant_id": f"p{n}", "status": "AWAITING REVIEW"}
+                     for n in ((3,) if second else (1, 2))]
+        else:
+            items = [{key: f"p{n}", "datetime_created": "2026-11-25T10:00:00Z"}
+                     for n in ((3,) if second else (1, 2))]
+        base = f"http://127.0.0.1:{self.server_address[1]}"
+        return {"results": items, "meta": {"count": 3},
+                "_links": {"next": {"href": None if second else f"{base}{path}?page=2",
+                                    "title": "Next"}}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: StandIn
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self._answer()
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length)) if length else None
+        with self.server.lock:
+            self.server.requests.append({"method": self.command, "path": self.path, "body": body,
+                                         "auth": self.headers.get("Authorization")})
+            queued = self.server.script.get(self.path.split("?")[0], [])
+            reply = queued.pop(0) if queued else None
+        if reply is not None and reply[0] == "sleep":
+            time.sleep(reply[1])
+            reply = None
+        status, answer, headers = reply if reply else (*self.server.usual(
+            self.command, self.path, body), {})
+        data = json.dumps(answer).encode() if not isinstance(answer, bytes) else answer
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def prolific() -> Iterator[StandIn]:
+    server = StandIn()
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def client(stand_in: StandIn, **settings: Any) -> Prolific:
+    return Prolific(TOKEN, base_url=stand_in.base_url, backoff=0.01, **settings)
+
+
+def test_approving_a_submission_sends_the_approve_action_with_the_token(prolific):
+    submission = client(prolific).approve("s1")
+
+    assert prolific.sent() == [("POST", "/api/v1/submissions/s1/transition/",
+                                {"action": "APPROVE"})]
+    assert prolific.requests[0]["auth"] == f"Token {TOKEN}"
+    assert (submission.id, submission.status, submission.participant_id) == (
+        "s1", "APPROVED", "p-s1")
+
+
+def test_rejecting_sends_the_message_and_category_prolific_requires(prolific):
+    submission = client(prolific).reject("s2", REASON, "TOO_QUICKLY")
+
+    assert prolific.sent() == [("POST", "/api/v1/submissions/s2/transition/", {
+        "action": "REJECT", "message": REASON, "rejection_category": "TOO_QUICKLY"})]
+    assert submission.status == "REJECTED"
+
+
+@pytest.mark.parametrize(("message", "category", "expected"), [
+    ("Too fast.", "TOO_QUICKLY", "at least 100 characters (Prolific's minimum), not 9"),
+    (REASON, "TOO_FAST", "rejection category 'TOO_FAST' is none of Prolific's (TOO_QUICKLY, "),
+])
+def test_a_rejection_prolific_would_refuse_is_stopped_before_it_is_sent(
+        prolific, message, category, expected):
+    with pytest.raises(ProlificError) as caught:
+        client(prolific).reject("s3", message, category)
+
+    assert str(caught.value).startswith("reject submission s3: ")
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert prolific.requests == []
+
+
+def test_an_id_that_would_leave_its_path_is_refused_before_anything_is_sent(prolific):
+    with pytest.raises(ProlificError, match=r"^'s1/../../studies' is no Prolific id"):
+        client(prolific).approve("s1/../../studies")
+
+    assert prolific.requests == []
+
+
+def test_the_documented_rejection_categories_are_the_twelve_prolific_lists():
+    assert set(REJECTION_CATEGORIES) == {
+        "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL",
+        "FAILED_CHECK", "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA",
+        "UNSUPP_DEVICE", "OTHER"}
+
+
+def test_bulk_approval_of_2500_submissions_goes_in_requests_of_at_most_1000(prolific):
+    ids = [f"s{n}" for n in range(2500)]
+
+    client(prolific).bulk_approve(ids)
+
+    sent = prolific.sent()
+    assert [(method, path) for method, path, _ in sent] == [
+        ("POST", "/api/v1/submissions/bulk-approve/")] * 3
+    assert [body["submission_ids"] for _, _, body in sent] == [
+        ids[:1000], ids[1000:2000], ids[2000:]]
+    assert all(set(body) == {"submission_ids"} for _, _, body in sent)
+
+
+def test_a_studys_submissions_are_read_over_every_page(prolific):
+    submissions = client(prolific).submissions("study-7")
+
+    assert [(s.id, s.participant_id, s.status) for s in submissions] == [
+        ("s1", "p1", "AWAITING REVIEW"), ("s2", "p2", "AWAITING REVIEW"),
+        ("s3", "p3", "AWAITING REVIEW")]
+    assert prolific.sent() == [
+        ("GET", "/api/v1/studies/study-7/submissions/", None),
+        ("GET", "/api/v1/studies/study-7/submissions/?page=2", None)]
+    assert {r["auth"] for r in prolific.requests} == {f"Token {TOKEN}"}
+
+
+def test_a_qualification_round_builds_its_participant_group(prolific):
+    prolific_client = client(prolific)
+
+    group = prolific_client.create_participant_group("passed round 1", "ws-1", ["p1", "p2"])
+    prolific_client.add_to_participant_group(group.id, ["p3"])
+    members = prolific_client.participant_group_members(group.id)
+
+    assert (group.id, group.name) == ("group-1", "passed round 1")
+    assert members == ["p1", "p2", "p3"]
+    assert prolific.sent() == [
+        ("POST", "/api/v1/participant-groups/",
+         {"name": "passed round 1", "workspace_id": "ws-1", "participant_ids": ["p1", "p2"]}),
+        ("POST", "/api/v1/participant-groups/group-1/participants/", {"participant_ids": ["p3"]}),
+        ("GET", "/api/v1/participant-groups/group-1/participants/", None),
+        ("GET", "/api/v1/participant-groups/group-1/participants/?page=2", None)]
+
+
+def test_a_refused_rejection_names_the_submission_and_prolifics_reason(prolific):
+    prolific.script["/api/v1/submissions/s4/transition/"] = [(400, {"error": {
+        "status": 400, "title": "Invalid request",
+        "detail": {"rejection_category": ["Submission is not awaiting review."]}}}, {})]
+
+    with pytest.raises(ProlificRefused) as caught:
+        client(prolific).reject("s4", REASON, "LOW_EFFORT")
+
+    assert str(caught.value) == (
+        "reject submission s4: Prolific answered HTTP 400: "
+        "rejection_category: Submission is not awaiting review.")
+    assert caught.value.status == 400
+    assert len(prolific.requests) == 1  # a refusal is not sent again
+
+
+def test_a_refused_token_is_named_but_never_shown(prolific):
+    # A server that echoes the header it was sent must not carry the token into the message.
+    prolific.script["/api/v1/submissions/s5/transition/"] = [
+        (401, {"detail": f"Invalid token header: Token {TOKEN}"}, {})]
+    prolific_client = client(prolific)
+
+    with pytest.raises(ProlificRefused) as caught:
+        prolific_client.approve("s5")
+
+    message = str(caught.value)
+    assert message == ("approve submission s5: Prolific answered HTTP 401 (check "
+                       "PROLIFIC_TOKEN): Invalid token header: Token ***")
+    assert TOKEN not in message + repr(caught.value) + repr(prolific_client)
+
+
+def test_an_unknown_participant_group_is_named_in_the_error(prolific):
+    with pytest.raises(ProlificRefused) as caught:
+        client(prolific).add_to_participant_group("no-such-group", ["p1"])
+
+    assert str(caught.value).startswith(
+        "add participants to participant group no-such-group: Prolific answered HTTP 404: ")
+    assert caught.value.status == 404
+
+
+def test_a_rate_limited_approval_is_sent_again_and_succeeds(prolific):
+    prolific.script["/api/v1/submissions/s6/transition/"] = [
+        (429, {"detail": "Request was throttled."}, {"Retry-After": "0"})]
+
+    submission = client(prolific).approve("s6")
+
+    assert submission.status == "APPROVED"
+    assert prolific.sent() == [("POST", "/api/v1/submissions/s6/transition/",
+                                {"action": "APPROVE"})] * 2
+
+
+def test_an_approval_that_timed_out_is_sent_again(prolific):
+    prolific.script["/api/v1/submissions/s7/transition/"] = [("sleep", 1.0)]
+
+    submission = client(prolific, timeout=0.3).approve("s7")
+
+    assert submission.status == "APPROVED"
+    assert len(prolific.requests) == 2
+
+
+def test_prolific_down_after_every_retry_is_one_line_naming_the_call(prolific):
+    prolific.script["/api/v1/submissions/bulk-approve/"] = [(503, b"<html>down</html>", {})] * 3
+
+    with pytest.raises(ProlificUnavailable) as caught:
+        client(prolific, retries=2).bulk_approve(["s1", "s2"])
+
+    assert str(caught.value) == ("bulk-approve submissions s1 … s2 (2): Prolific answered "
+                                 "HTTP 503 (3 tries)")
+    assert len(prolific.requests) == 3
+
+
+def test_an_answer_of_another_shape_is_one_line_naming_the_field(prolific):
+    prolific.script["/api/v1/studies/study-9/submissions/"] = [(200, {
+        "results": [{"id": "s1", "participant_id": "p1"}], "_links": {"next": None}}, {})]
+
+    with pytest.raises(ProlificUnavailable) as caught:
+        client(prolific).submissions("study-9")
+
+    assert str(caught.value) == ("list the submissions of study study-9: Prolific's answer is "
+                                 "not as documented (status: Field required)")
+
+
+def test_a_next_page_elsewhere_is_not_followed_so_the_token_stays_home(prolific):
+    prolific.script["/api/v1/studies/study-8/submissions/"] = [(200, {
+        "results": [], "_links": {"next": {"href": "http://127.0.0.2:9/steal/"}}}, {})]
+
+    with pytest.raises(ProlificError, match="another address than the API's"):
+        client(prolific).submissions("study-8")
+
+    assert len(prolific.requests) == 1
+
+
+def test_the_token_comes_from_the_environment(prolific, monkeypatch):
+    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
+    Prolific.from_environment(base_url=prolific.base_url).approve("s8")
+    assert prolific.requests[0]["auth"] == f"Token {TOKEN}"
+
+    monkeypatch.delenv("PROLIFIC_TOKEN")
+    with pytest.raises(ProlificError, match="^no Prolific API token: set PROLIFIC_TOKEN$"):
+        Prolific.from_environment(base_url=prolific.base_url)
