@@ -26,4 +26,10 @@ never get a login, a token or its address.
                 reports progress
 - ``process``   ``study serve`` as a child process, for the tests and the benchmark
 - ``commands``  the ``sotopia-ls study`` commands
+
+Screening and paying a study (under way, not yet a command):
+
+- ``flags``     quality flags on a rating (short, repeated, copied or pasted rationales, too
+                fast, straight-lining, gold distance), each one ``Flag`` in ``FLAGS``
+- ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups
 """
