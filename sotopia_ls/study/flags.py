@@ -20,13 +20,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..scores import RATING_FIELDS, Evaluation
+
+if TYPE_CHECKING:  # pandas only for ``participant_shares``: the study file imports this module
+    import pandas as pd
 
 FlatForm = dict[str, Any]
 RATIONALE_FIELDS: tuple[str, ...] = tuple(
@@ -272,6 +274,8 @@ def participant_shares(flagged: Iterable[tuple[str, Sequence[FlagResult]]]) -> p
     """Per participant and flag: annotations judged, how many fired, and their share.
 
     ``flagged`` holds each annotation's participant and ``flag_annotation`` result."""
+    import pandas as pd
+
     rows = [
         {"participant": participant, "flag": result.name, "fired": result.fired}
         for participant, results in flagged

@@ -17,10 +17,18 @@ from pathlib import Path
 from string import ascii_letters, digits
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import StudyError, keep_secret
 from ..folders import write_file
+from .flags import FlagThresholds
 
 STUDY_FILE = Path("study.json")
 SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"
@@ -43,6 +51,11 @@ PASSWORD_PLACES = ("PGPASSWORD or a ~/.pgpass file of mode 0600 (read by Postgre
                    f"or the whole URL in {DATABASE_ENV}")
 STUDY_FILE_MODE = 0o600
 _CODE = r"^[A-Za-z0-9_-]{1,64}$"
+_NAME = r"^[a-z0-9][a-z0-9-]{2,40}$"
+# Sotopia-pi's qualification: every rating within 2 points of the researchers' reference.
+QUALIFYING_DISTANCE = 2
+# Hidden gold above half of the assignments would be most of a participant's work.
+MOST_GOLD = 0.5
 
 
 def secret_bits(key: str) -> float:
@@ -91,12 +104,35 @@ def completion_url(code: str, base: str = PROLIFIC_COMPLETE) -> str:
     return f"{base}?cc={code}"
 
 
+def _web_address(url: str | None) -> str | None:
+    if url is not None and urlsplit(url).scheme not in ("https", "http"):
+        raise ValueError(f"{url!r} is not an http(s) address")
+    return url
+
+
+class Qualification(BaseModel):
+    """What makes a study a qualification round: every episode it serves is a gold episode
+    (one with reference ratings), and a participant who completes it is scored. A passer gets
+    the completion code and joins the study's allow-list; anyone else gets the screen-out code
+    and sees no score."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_distance: int = Field(QUALIFYING_DISTANCE, ge=0, le=20, description=(
+        "A participant passes when every rating is within this many points of the reference."))
+    screen_out_code: str = Field(pattern=_CODE, description=(
+        "Prolific code for a participant who completes the round without passing."))
+    screen_out_url: str = Field(description="Where such a participant goes.")
+
+    _address = field_validator("screen_out_url")(_web_address)
+
+
 class StudyFile(BaseModel):
     """One study: its project, how episodes are shared out, and how participants leave."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{2,40}$",
+    name: str = Field(pattern=_NAME,
                       description="The study's name in its participant link: /s/<name>.")
     project: int = Field(ge=1, description="Id of the Label Studio project holding the episodes.")
     title: str = Field("Rate social interactions", min_length=1, max_length=120,
@@ -116,13 +152,35 @@ class StudyFile(BaseModel):
     database: str = Field(description="SQLAlchemy URL of the gateway's own database.")
     secret_env: str = Field(SECRET_ENV, pattern=r"^[A-Z_][A-Z0-9_]*$",
                             description="Environment variable holding the session key.")
+    qualification: Qualification | None = Field(None, description=(
+        "Set: this study is a qualification round, serving gold episodes only."))
+    requires_qualification: str | None = Field(None, pattern=_NAME, description=(
+        "Name of a qualification study on the same database: only its passers are admitted."))
+    gold_share: float = Field(0, ge=0, le=MOST_GOLD, description=(
+        "Share of a participant's assignments that are gold episodes, hidden among the others."))
+    gold_references: str | None = Field(None, description=(
+        "CSV in the oTree layout holding the reference ratings of the gold episodes (its "
+        "``pk`` the episode id); none: the project's ground-truth annotations."))
+    flags: FlagThresholds = Field(default_factory=FlagThresholds,
+                                  description="Thresholds of the quality flags.")
 
-    @field_validator("completion_url", "no_slots_url")
-    @classmethod
-    def _web_address(cls, url: str | None) -> str | None:
-        if url is not None and urlsplit(url).scheme not in ("https", "http"):
-            raise ValueError(f"{url!r} is not an http(s) address")
-        return url
+    _addresses = field_validator("completion_url", "no_slots_url")(_web_address)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StudyFile:
+        if self.qualification is not None and self.gold_share:
+            raise ValueError("a qualification round serves gold episodes only: it takes no "
+                             "gold_share")
+        if self.qualification is not None and self.requires_qualification:
+            raise ValueError("a qualification round cannot itself require a qualification")
+        if self.requires_qualification == self.name:
+            raise ValueError("a study cannot require itself as its qualification")
+        return self
+
+    @property
+    def uses_gold(self) -> bool:
+        """Whether the study serves gold episodes (a qualification, or hidden gold)."""
+        return self.qualification is not None or self.gold_share > 0
 
     @field_validator("database")
     @classmethod

@@ -12,11 +12,24 @@ in Python first:
   assignment until ``expires_at``) or ``done`` (its assignment was submitted). Taking a slot
   is one ``UPDATE … WHERE`` the slot is free or its lease has expired, so two processes can
   never both take it.
+- ``gold``: the reference ratings of the study's gold episodes (a qualification round serves
+  only these; a main study hides ``gold_share`` of them among its assignments). A gold episode
+  has no slots: any number of participants rate it, once each.
 - ``assignments``: one participant on one episode; unique per (study, task, participant), so
   nobody rates an episode twice. ``key`` is its public, unguessable id (also the annotation's
   ``unique_id`` in Label Studio, which makes saving idempotent). A submitted one waits in
   state ``saving`` until a gateway process has saved it in Label Studio: an outbox. One that
   Label Studio refused is ``failed``, its reason in ``save_failures``, until retried.
+
+Screening and paying a study:
+
+- ``typing``: how each rationale of a submission came in, pasted or typed (the rating page
+  counts the characters).
+- ``qualification_results``: a qualification visit's score, once it completed.
+- ``allow_list``: who passed a qualification round, by its study name; a main study that
+  requires the round admits only them.
+- ``decisions``: the researcher's decision on a visit (a Prolific submission) from the review
+  file: approve, look or reject, with the message and category a rejection sends.
 
 On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (the write lock up front, so two
 processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout.
@@ -30,6 +43,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Column,
     DateTime,
     Engine,
@@ -93,6 +107,14 @@ page_answers = Table(
     _time("answered_at", nullable=False),
 )
 
+# A gold episode's reference: rating field (``rating_name``) → score. Never sent to a browser.
+gold = Table(
+    "gold", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("reference", JSON, nullable=False),
+)
+
 # What a participant's browser may receive of each task (``shown``), copied from Label Studio
 # when the gateway starts: rate pages never wait on Label Studio.
 episodes = Table(
@@ -149,6 +171,38 @@ save_failures = Table(
     Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
     Column("reason", Text, nullable=False),
     _time("failed_at", nullable=False),
+)
+
+
+# Rationale field (``reasoning_name``) → {"pasted": characters, "typed": characters}.
+typing = Table(
+    "typing", metadata,
+    Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
+    Column("counts", JSON, nullable=False),
+)
+
+qualification_results = Table(
+    "qualification_results", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("passed", Boolean, nullable=False),
+    Column("largest_distance", Integer, nullable=False),
+    _time("scored_at", nullable=False),
+)
+
+allow_list = Table(
+    "allow_list", metadata,
+    Column("qualification", String(64), primary_key=True),  # the round's study name
+    Column("external_id", String(64), primary_key=True),  # PROLIFIC_PID
+    _time("added_at", nullable=False),
+)
+
+decisions = Table(
+    "decisions", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("decision", String(8), nullable=False),  # approve | look | reject
+    Column("message", Text),  # a rejection's message to the participant
+    Column("category", String(32)),  # a rejection's Prolific category
+    _time("recorded_at", nullable=False),
 )
 
 
