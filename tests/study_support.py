@@ -29,7 +29,7 @@ from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.study.editor import EDITOR_DIR_ENV
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
-from sotopia_ls.study.store import assignments, slots
+from sotopia_ls.study.store import assignments, gold, slots
 
 REPO = Path(__file__).resolve().parents[1]
 EDITOR = REPO / "var" / "editor" / "label-studio-1.4.0"
@@ -245,8 +245,10 @@ def wait_until_saved(engine: Engine, count: int, timeout: float = 60.0) -> None:
 
 
 def check_invariants(engine: Engine, study: StudyFile) -> None:
-    """No slot given twice, no episode beyond k, nobody twice on an episode, saves recorded."""
+    """No slot given twice, no episode beyond k, nobody twice on an episode, saves recorded
+    (gold episodes have no slots and any number of raters)."""
     with engine.connect() as conn:
+        golden = set(conn.execute(select(gold.c.task_id)).scalars())
         held = conn.execute(
             select(slots.c.assignment_id, func.count()).where(slots.c.assignment_id.is_not(None))
             .group_by(slots.c.assignment_id).having(func.count() > 1)).all()
@@ -255,11 +257,13 @@ def check_invariants(engine: Engine, study: StudyFile) -> None:
         assert all(count == study.raters_per_episode for _, count in per_task)
         rows = conn.execute(select(assignments)).all()
         holders = set(conn.execute(select(slots.c.assignment_id)).scalars())
-    holding = {row.id for row in rows if row.state in ("leased", "saving", "saved")}
+    holding = {row.id for row in rows
+               if row.state in ("leased", "saving", "saved") and row.task_id not in golden}
     assert holding <= holders, "an assignment counts on a slot that names someone else"
     pairs = [(row.task_id, row.participant_id) for row in rows]
     assert len(pairs) == len(set(pairs)), "a participant was assigned an episode twice"
-    counted = [row for row in rows if row.state in ("saving", "saved")]
+    counted = [row for row in rows
+               if row.state in ("saving", "saved") and row.task_id not in golden]
     per_episode: dict[int, int] = {}
     for row in counted:
         per_episode[row.task_id] = per_episode.get(row.task_id, 0) + 1

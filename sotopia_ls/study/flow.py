@@ -72,6 +72,7 @@ class Rate(Page):
         assignment = leases.lease_for_visit(
             turn.engine, study.name, visit.id, visit.participant_id,
             k=study.raters_per_episode, lease_seconds=study.lease_seconds,
+            gold_share=leases.GoldShare.of(study),
         )
         if assignment is None:
             arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")

@@ -16,13 +16,27 @@ never dropped. A settled rating waits as ``saving`` until a writer claims it
 rating Label Studio refuses is ``failed`` with the reason (``mark_failed``), kept here and
 never tried again until a researcher puts it back (``retry_failed``) or gives its slot to
 another participant (``shelve_failed``).
+
+Gold episodes (``store.gold``: tasks with reference ratings) have no slots: any number of
+participants rate each, once each. A study that uses gold (``GoldShare.of``) decides which of a
+visit's m positions are gold when the visit asks for work: in a qualification round all of
+them, in a main study ``gold_share`` of them (``GoldShare.positions``). A gold position gets a
+gold episode the participant has not had, the least rated first, ties at random; when there
+is none, a main study gives an ordinary episode and a qualification round nothing (the visit
+completes). A gold lease is renewed like any other and, having no slot another participant
+could take, never expires; its submission is ``saving`` (saved in Label Studio like any
+rating). Nothing of this reaches the participant: a gold assignment has the same key, page and
+data as any other.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from math import floor
 from typing import Any
 
 from sqlalchemy import (
@@ -40,7 +54,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import StudyError
-from .store import assignments, aware, episodes, now, save_failures, slots, visits
+from .settings import StudyFile
+from .store import assignments, aware, episodes, gold, now, save_failures, slots, visits
 
 # Candidates read per query; more are read when all of them were taken meanwhile.
 _CANDIDATES = 8
@@ -88,19 +103,80 @@ class Assignment:
         )
 
 
-def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int) -> int:
+@dataclass(frozen=True)
+class GoldShare:
+    """How much of a visit's work is gold: ``share`` of its ``per_visit`` (m) assignments. A
+    share of 1 is a qualification round, which serves nothing else."""
+
+    share: float
+    per_visit: int
+
+    @classmethod
+    def of(cls, study: StudyFile) -> GoldShare | None:
+        """The study's gold share; None when it serves no gold."""
+        if study.qualification is not None:
+            return cls(1.0, study.episodes_per_participant)
+        if study.gold_share:
+            return cls(study.gold_share, study.episodes_per_participant)
+        return None
+
+    @property
+    def only(self) -> bool:
+        return self.share >= 1
+
+    def positions(self, visit_id: int, arrived_at: datetime) -> frozenset[int]:
+        """Which of the visit's positions (0 to m - 1, in the order it rates) are gold.
+
+        m × share gold positions, rounded up with the probability of the fraction (so that
+        share is met on average, and each visit is within one of it), drawn without
+        replacement. The draw is seeded by the visit's id and arrival time, neither of which
+        the participant sees, so every request of the visit, in any gateway process, finds
+        the same positions and no other record is needed.
+        """
+        seed = hashlib.sha256(f"{visit_id} {arrived_at.timestamp()!r}".encode()).digest()
+        draw = random.Random(seed)
+        wanted = self.per_visit * self.share
+        count = floor(wanted) + (draw.random() < wanted - floor(wanted))
+        return frozenset(draw.sample(range(self.per_visit), min(count, self.per_visit)))
+
+
+def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int,
+                 references: dict[int, dict[str, int]] | None = None) -> int:
     """Record the tasks not yet known (their shown data) and give each its k slots; how many
-    were new."""
+    were new.
+
+    ``references`` (task id → reference ratings) are the study's gold episodes: they get no
+    slots, and their references replace any recorded before. A task that already has slots
+    cannot become gold (participants rated it as an ordinary episode): a ``StudyError``.
+    """
+    references = references or {}
     with engine.begin() as conn:
         known = set(conn.execute(select(episodes.c.task_id).where(episodes.c.study == study))
                     .scalars())
+        slotted = set(conn.execute(select(slots.c.task_id).where(
+            slots.c.study == study, slots.c.task_id.in_(sorted(references)))).scalars())
+        if slotted:
+            raise StudyError(
+                f"task {min(slotted)} of study {study} has a reference but was already served "
+                "as an ordinary episode; gold episodes must be gold from the gateway's first "
+                "start: import them as new tasks, or drop their reference")
+        recorded = set(conn.execute(select(gold.c.task_id).where(gold.c.study == study))
+                       .scalars())
+        for task, reference in sorted(references.items()):
+            if task in recorded:
+                conn.execute(update(gold).where(gold.c.study == study, gold.c.task_id == task)
+                             .values(reference=reference))
+            else:
+                conn.execute(insert(gold).values(study=study, task_id=task, reference=reference))
         new = sorted(set(shown) - known)
         if new:
             conn.execute(insert(episodes), [
                 {"study": study, "task_id": task, "shown": shown[task]} for task in new])
-            conn.execute(insert(slots), [
-                {"study": study, "task_id": task, "slot": slot, "state": "free"}
-                for task in new for slot in range(1, k + 1)])
+            ordinary = [task for task in new if task not in references and task not in recorded]
+            if ordinary:
+                conn.execute(insert(slots), [
+                    {"study": study, "task_id": task, "slot": slot, "state": "free"}
+                    for task in ordinary for slot in range(1, k + 1)])
     return len(new)
 
 
@@ -174,16 +250,25 @@ def _take_slot(conn: Connection, study: str, task_id: int, k: int, moment: datet
     return None
 
 
+def _is_gold(study: Any, task_id: Any) -> Any:
+    """Whether the task is a gold episode of the study."""
+    return select(gold.c.task_id).where(gold.c.study == study, gold.c.task_id == task_id
+                                        ).exists()
+
+
 def _visit_lease(conn: Connection, visit_id: int, moment: datetime,
                  lease: timedelta) -> Assignment | None:
-    """The visit's leased assignment with its lease renewed, if its slot is still its own."""
+    """The visit's leased assignment with its lease renewed, if its slot is still its own (a
+    gold one has no slot: it is always its own)."""
     row = conn.execute(
-        select(assignments).where(assignments.c.visit_id == visit_id,
-                                  assignments.c.state == "leased")
+        select(assignments, _is_gold(assignments.c.study, assignments.c.task_id).label("gold"))
+        .where(assignments.c.visit_id == visit_id, assignments.c.state == "leased")
         .order_by(assignments.c.id.desc()).limit(1)
     ).first()
     if row is None:
         return None
+    if row.gold:
+        return Assignment.of(row)
     renewed = conn.execute(
         update(slots)
         .where(slots.c.study == row.study, slots.c.task_id == row.task_id,
@@ -196,26 +281,64 @@ def _visit_lease(conn: Connection, visit_id: int, moment: datetime,
     return None
 
 
+def _gold_turn(conn: Connection, share: GoldShare, visit_id: int, arrived_at: datetime) -> bool:
+    """Whether the visit's next position (how many it has rated) is a gold one."""
+    rated = conn.execute(select(func.count()).select_from(assignments).where(
+        assignments.c.visit_id == visit_id, assignments.c.state.in_(COUNTED))).scalar_one()
+    return rated in share.positions(visit_id, aware(arrived_at))
+
+
+def _gold_candidate(conn: Connection, study: str, participant_id: int) -> int | None:
+    """A gold episode the participant has not had: one of the least rated, at random (so
+    the gold set is spread over participants); None when they had every one."""
+    had = select(assignments.c.task_id).where(
+        assignments.c.study == study, assignments.c.participant_id == participant_id)
+    served = func.count(assignments.c.id)
+    rows = conn.execute(
+        select(gold.c.task_id, served)
+        .outerjoin(assignments, and_(assignments.c.study == gold.c.study,
+                                     assignments.c.task_id == gold.c.task_id))
+        .where(gold.c.study == study, gold.c.task_id.not_in(had))
+        .group_by(gold.c.task_id)).all()
+    if not rows:
+        return None
+    least = min(count for _, count in rows)
+    return secrets.choice([task for task, count in rows if count == least])
+
+
 def lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int, *,
-                    k: int, lease_seconds: float) -> Assignment | None:
-    """The assignment the visit should work on now, or None when no episode is left for it."""
+                    k: int, lease_seconds: float,
+                    gold_share: GoldShare | None = None) -> Assignment | None:
+    """The assignment the visit should work on now, or None when no episode is left for it;
+    ``gold_share`` (``GoldShare.of`` the study) when the study serves gold."""
     try:
-        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds)
+        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds,
+                                gold_share)
     except IntegrityError:
         # The same participant asked twice at once (two tabs): the other request's lease stands.
-        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds)
+        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds,
+                                gold_share)
 
 
 def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int,
-                     k: int, lease_seconds: float) -> Assignment | None:
+                     k: int, lease_seconds: float,
+                     gold_share: GoldShare | None) -> Assignment | None:
     moment, lease = now(), timedelta(seconds=lease_seconds)
     with engine.begin() as conn:
         # One request per visit at a time takes a lease (PostgreSQL row lock; SQLite's
         # BEGIN IMMEDIATE already serializes writers).
-        conn.execute(select(visits.c.id).where(visits.c.id == visit_id).with_for_update())
+        arrived_at = conn.execute(select(visits.c.arrived_at).where(visits.c.id == visit_id)
+                                  .with_for_update()).scalar_one()
         current = _visit_lease(conn, visit_id, moment, lease)
         if current is not None:
             return current
+        if gold_share is not None and _gold_turn(conn, gold_share, visit_id, arrived_at):
+            task_id = _gold_candidate(conn, study, participant_id)
+            if task_id is not None:
+                return _new_assignment(conn, study, task_id, None, participant_id, visit_id,
+                                       moment)
+            if gold_share.only:
+                return None
         for _ in range(_ROUNDS):
             candidates = _candidates(conn, study, participant_id, k, moment)
             if not candidates:
@@ -230,16 +353,19 @@ def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: 
     return None
 
 
-def _new_assignment(conn: Connection, study: str, task_id: int, slot: int,
+def _new_assignment(conn: Connection, study: str, task_id: int, slot: int | None,
                     participant_id: int, visit_id: int, moment: datetime) -> Assignment:
+    """A leased assignment on the task, holding ``slot`` (None: a gold episode's, slotless)."""
     assignment_id = conn.execute(insert(assignments).values(
         key=secrets.token_hex(16), study=study, task_id=task_id,
         participant_id=participant_id, visit_id=visit_id, state="leased", assigned_at=moment,
         late=0,
     )).inserted_primary_key[0]
-    conn.execute(update(slots)
-                 .where(slots.c.study == study, slots.c.task_id == task_id, slots.c.slot == slot)
-                 .values(assignment_id=assignment_id))
+    if slot is not None:
+        conn.execute(update(slots)
+                     .where(slots.c.study == study, slots.c.task_id == task_id,
+                            slots.c.slot == slot)
+                     .values(assignment_id=assignment_id))
     return Assignment.of(conn.execute(
         select(assignments).where(assignments.c.id == assignment_id)).one())
 
@@ -267,8 +393,8 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
            k: int) -> Assignment:
     """Record the submission of ``assignment`` once; returns it as now stored.
 
-    ``saving`` when it holds a slot (it is then sent to Label Studio), ``surplus`` when every
-    slot of its episode went to others after its lease expired. A second call (a double
+    ``saving`` when it holds a slot or is a gold episode (it is then sent to Label Studio),
+    ``surplus`` when every slot of its episode went to others after its lease expired. A second call (a double
     click, a retried request) changes nothing and returns the first outcome.
     """
     moment = now()
@@ -278,7 +404,9 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
         conn.execute(select(slots.c.slot).where(
             slots.c.study == assignment.study, slots.c.task_id == assignment.task_id)
             .order_by(slots.c.slot).with_for_update()).all()
-        row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)).one()
+        # Locked too: a gold episode has no slots to serialize two submissions of it.
+        row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)
+                           .with_for_update()).one()
         if row.state in COUNTED:
             return Assignment.of(row)
         held = conn.execute(
@@ -292,6 +420,8 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
             conn.execute(update(slots).where(
                 slots.c.study == row.study, slots.c.task_id == row.task_id,
                 slots.c.assignment_id == row.id, slots.c.state == "leased").values(**done))
+            state = "saving"
+        elif conn.execute(select(_is_gold(row.study, row.task_id))).scalar_one():
             state = "saving"
         else:
             taken = _take_slot(conn, row.study, row.task_id, k, moment, done)
