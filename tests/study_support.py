@@ -22,6 +22,7 @@ import httpx
 from sqlalchemy import Engine, func, select
 
 from conftest import results_of
+from prolific_stand_in import running
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, create_project, import_batch
@@ -169,13 +170,8 @@ def prolific_stand_in() -> Iterator[ThreadingHTTPServer]:
     """A local HTTP server standing in for Prolific's completion page; ``.paths`` it was asked."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     server.paths = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class PausingProxy:

@@ -5,15 +5,12 @@ refusals included."""
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from prolific_stand_in import TOKEN, StandIn, serving
 
 from sotopia_ls.study.prolific import (
     REJECTION_CATEGORIES,
@@ -23,104 +20,14 @@ from sotopia_ls.study.prolific import (
     ProlificUnavailable,
 )
 
-TOKEN = "tok-s3cr3t-0123456789"
 REASON = ("Your answers arrived in under a minute for twelve episodes, far below the time "
           "reading them takes; the attention check was failed too.")
 
 
-class StandIn(ThreadingHTTPServer):
-    """Prolific's endpoints; ``script[path]`` lists the first answers to that path as
-    (status, body, headers) or ("sleep", seconds); later requests get Prolific's usual answer."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.lock = threading.Lock()
-        self.requests: list[dict[str, Any]] = []
-        self.script: dict[str, list[tuple[Any, ...]]] = {}
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/api/v1/"
-
-    def sent(self, method: str | None = None) -> list[tuple[str, str, Any]]:
-        return [(r["method"], r["path"], r["body"]) for r in self.requests
-                if method is None or r["method"] == method]
-
-    def usual(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        parts = path.split("?")[0].strip("/").split("/")[2:]
-        if parts[:1] == ["submissions"] and parts[-1] == "transition":
-            status = {"APPROVE": "APPROVED", "REJECT": "REJECTED"}[body["action"]]
-            return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
-        if parts == ["submissions", "bulk-approve"]:
-            return 200, {}
-        if parts == ["participant-groups"]:
-            return 201, {"id": "group-1", "name": body["name"], "participant_count": 0}
-        if parts[:2] == ["participant-groups", "group-1"] and method == "POST":
-            return 200, {"results": []}
-        if method == "GET" and parts[-1] == "submissions" or parts[:2] == [
-                "participant-groups", "group-1"]:
-            return 200, self.page(path, parts)
-        return 404, {"error": {"detail": f"Not found: {path}"}}
-
-    def page(self, path: str, parts: list[str]) -> dict[str, Any]:
-        second = path.endswith("?page=2")
-        key = "participant_id"
-        if parts[-1] == "submissions":
-            items = [{"id": f"s{n}", "participant_id": f"p{n}", "status": "AWAITING REVIEW"}
-                     for n in ((3,) if second else (1, 2))]
-        else:
-            items = [{key: f"p{n}", "datetime_created": "2026-11-25T10:00:00Z"}
-                     for n in ((3,) if second else (1, 2))]
-        base = f"http://127.0.0.1:{self.server_address[1]}"
-        return {"results": items, "meta": {"count": 3},
-                "_links": {"next": {"href": None if second else f"{base}{path}?page=2",
-                                    "title": "Next"}}}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: StandIn
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._answer()
-
-    def do_POST(self) -> None:
-        self._answer()
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else None
-        with self.server.lock:
-            self.server.requests.append({"method": self.command, "path": self.path, "body": body,
-                                         "auth": self.headers.get("Authorization")})
-            queued = self.server.script.get(self.path.split("?")[0], [])
-            reply = queued.pop(0) if queued else None
-        if reply is not None and reply[0] == "sleep":
-            time.sleep(reply[1])
-            reply = None
-        status, answer, headers = reply if reply else (*self.server.usual(
-            self.command, self.path, body), {})
-        data = json.dumps(answer).encode() if not isinstance(answer, bytes) else answer
-        self.send_response(status)
-        for name, value in {"Content-Type": "application/json", **headers}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
 def prolific() -> Iterator[StandIn]:
-    server = StandIn()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving() as server:
+        yield server
 
 
 def client(stand_in: StandIn, **settings: Any) -> Prolific:
@@ -316,3 +223,10 @@ def test_the_token_comes_from_the_environment(prolific, monkeypatch):
     monkeypatch.delenv("PROLIFIC_TOKEN")
     with pytest.raises(ProlificError, match="^no Prolific API token: set PROLIFIC_TOKEN$"):
         Prolific.from_environment(base_url=prolific.base_url)
+
+
+@pytest.mark.parametrize("address", ["http://api.example.org/api/v1/", "ftp://127.0.0.1/"])
+def test_the_token_is_never_sent_in_the_clear_to_another_machine(address):
+    with pytest.raises(ProlificError, match="must be https:// .* the token would travel in the "
+                                            "clear"):
+        Prolific(TOKEN, base_url=address)

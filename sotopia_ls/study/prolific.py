@@ -30,8 +30,8 @@ What Prolific expects, from its API reference (docs.prolific.com/api-reference):
 Errors (``errors.SotopiaLSError`` below them all, so messages are cut free of secrets):
 
     ProlificError         refused before sending: no token, a token no header can carry, an
-    │                     id that is no path segment, an invalid rejection, a ``next`` link
-    │                     elsewhere
+    │                     API address that would carry it in the clear, an id that is no path
+    │                     segment, an invalid rejection, a ``next`` link elsewhere
     ├── ProlificRefused   Prolific answered a 4xx: the one line names the call, the
     │                     submission/participant/group and Prolific's reason; ``status``
     └── ProlificUnavailable  429, 5xx, timeouts or no connection still after the retries, or
@@ -53,11 +53,12 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
+from urllib.parse import urlsplit
 
 import requests
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import SotopiaLSError, header_problem
+from ..errors import SotopiaLSError, header_problem, keep_secret
 
 API_URL = "https://api.prolific.com/api/v1/"
 TOKEN_VARIABLE = "PROLIFIC_TOKEN"
@@ -75,6 +76,7 @@ _LONGEST_WAIT = 60.0
 # A list that keeps answering a next page is cut off here rather than followed forever.
 _MOST_PAGES = 1000
 _REASON_LENGTH = 300
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class ProlificError(SotopiaLSError):
@@ -156,6 +158,13 @@ class Prolific:
         problem = header_problem(self.token, "latin-1")
         if problem:
             raise ProlificError(f"the Prolific API token {problem}")
+        keep_secret(self.token)  # cut out of every message of the package from now on
+        address = urlsplit(self.base_url)
+        if not (address.scheme == "https"
+                or address.scheme == "http" and address.hostname in _LOOPBACK):
+            raise ProlificError(f"Prolific's API address must be https:// (http:// only on "
+                                f"this machine, for a stand-in), not {self.base_url!r}: the "
+                                "token would travel in the clear")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/") + "/")
 
     def approve(self, submission_id: str) -> Submission:
@@ -170,12 +179,12 @@ class Prolific:
         characters) under ``category`` (one of ``REJECTION_CATEGORIES``)."""
         subject = f"submission {submission_id}"
         try:
-            rejection = Rejection(message=message, rejection_category=category)
-        except ValidationError as exc:
-            raise ProlificError(f"reject {subject}: {_invalid_rejection(exc)}") from exc
+            body = rejection(message, category)
+        except ProlificError as exc:
+            raise ProlificError(f"reject {subject}: {exc}") from exc
         return _parsed(Submission, self._send(
             "POST", _path("submissions", submission_id, "transition"), subject, "reject",
-            rejection.model_dump()), f"reject {subject}")
+            body.model_dump()), f"reject {subject}")
 
     def bulk_approve(self, submission_ids: Sequence[str]) -> None:
         """Approve ``submission_ids``, at most ``BULK_APPROVE_LIMIT`` a request."""
@@ -331,6 +340,15 @@ def _texts(detail: Any) -> list[str]:
     if isinstance(detail, list):
         return [text for item in detail for text in _texts(item)]
     return [str(detail)]
+
+
+def rejection(message: str, category: str) -> Rejection:
+    """The body of a rejection; what Prolific would refuse in it is one line naming every
+    field (checked before anything is sent)."""
+    try:
+        return Rejection(message=message, rejection_category=category)
+    except ValidationError as exc:
+        raise ProlificError(_invalid_rejection(exc)) from exc
 
 
 def _invalid_rejection(exc: ValidationError) -> str:

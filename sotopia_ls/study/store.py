@@ -30,6 +30,9 @@ Screening and paying a study:
   requires the round admits only them.
 - ``decisions``: the researcher's decision on a visit (a Prolific submission) from the review
   file: approve, look or reject, with the message and category a rejection sends.
+- ``prolific_actions``, ``prolific_groups``, ``prolific_group_members``: what ``study review
+  --apply --send`` sent to Prolific (a submission approved or rejected; a qualification round's
+  participant group and who was added to it), so a rerun sends nothing twice.
 
 On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (the write lock up front, so two
 processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout.
@@ -45,6 +48,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    Connection,
     DateTime,
     Engine,
     Float,
@@ -205,6 +209,30 @@ decisions = Table(
     _time("recorded_at", nullable=False),
 )
 
+# A submission's status changes once on Prolific: one row per visit whose decision was sent.
+prolific_actions = Table(
+    "prolific_actions", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("action", String(8), nullable=False),  # approve | reject
+    _time("sent_at", nullable=False),
+)
+
+# A qualification round's allow-list as a participant group on Prolific, made once.
+prolific_groups = Table(
+    "prolific_groups", metadata,
+    Column("qualification", String(64), primary_key=True),  # the round's study name
+    Column("group_id", String(64), nullable=False),
+    Column("name", Text, nullable=False),
+    _time("created_at", nullable=False),
+)
+
+prolific_group_members = Table(
+    "prolific_group_members", metadata,
+    Column("qualification", ForeignKey("prolific_groups.qualification"), primary_key=True),
+    Column("external_id", String(64), primary_key=True),  # PROLIFIC_PID
+    _time("added_at", nullable=False),
+)
+
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
@@ -267,6 +295,11 @@ def open_store(url: str) -> Engine:
 
 def insert_once(engine: Engine, table: Table, values: dict[str, Any]) -> None:
     """Insert a row unless one with the same unique key exists (another process's, say)."""
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
     with engine.begin() as conn:
-        conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+        add_once(conn, table, values)
+
+
+def add_once(conn: Connection, table: Table, values: dict[str, Any]) -> None:
+    """``insert_once`` inside a transaction already begun."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())

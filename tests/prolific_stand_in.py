@@ -1,0 +1,126 @@
+"""A stand-in for Prolific's API on 127.0.0.1 (real HTTP): it records every request and answers
+as Prolific documents, or as a test scripts it (refusals, throttling, faults, delays). Shared by
+the API client's tests and the payment tests."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
+
+TOKEN = "tok-s3cr3t-0123456789"
+
+
+class StandIn(ThreadingHTTPServer):
+    """Prolific's endpoints; ``script[path]`` lists the first answers to that path as
+    (status, body, headers) or ("sleep", seconds); later requests get Prolific's usual answer."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.script: dict[str, list[tuple[Any, ...]]] = {}
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out has hung up before the (delayed) answer: no traceback.
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/api/v1/"
+
+    def sent(self, method: str | None = None) -> list[tuple[str, str, Any]]:
+        return [(r["method"], r["path"], r["body"]) for r in self.requests
+                if method is None or r["method"] == method]
+
+    def usual(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        parts = path.split("?")[0].strip("/").split("/")[2:]
+        if parts[:1] == ["submissions"] and parts[-1] == "transition":
+            status = {"APPROVE": "APPROVED", "REJECT": "REJECTED"}[body["action"]]
+            return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
+        if parts == ["submissions", "bulk-approve"]:
+            return 200, {}
+        if parts == ["participant-groups"]:
+            return 201, {"id": "group-1", "name": body["name"], "participant_count": 0}
+        if parts[:2] == ["participant-groups", "group-1"] and method == "POST":
+            return 200, {"results": []}
+        if method == "GET" and parts[-1] == "submissions" or parts[:2] == [
+                "participant-groups", "group-1"]:
+            return 200, self.page(path, parts)
+        return 404, {"error": {"detail": f"Not found: {path}"}}
+
+    def page(self, path: str, parts: list[str]) -> dict[str, Any]:
+        second = path.endswith("?page=2")
+        key = "participant_id"
+        if parts[-1] == "submissions":
+            items = [{"id": f"s{n}", "participant_id": f"p{n}", "status": "AWAITING REVIEW"}
+                     for n in ((3,) if second else (1, 2))]
+        else:
+            items = [{key: f"p{n}", "datetime_created": "2026-11-25T10:00:00Z"}
+                     for n in ((3,) if second else (1, 2))]
+        base = f"http://127.0.0.1:{self.server_address[1]}"
+        return {"results": items, "meta": {"count": 3},
+                "_links": {"next": {"href": None if second else f"{base}{path}?page=2",
+                                    "title": "Next"}}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: StandIn
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self._answer()
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length)) if length else None
+        with self.server.lock:
+            self.server.requests.append({"method": self.command, "path": self.path, "body": body,
+                                         "auth": self.headers.get("Authorization")})
+            queued = self.server.script.get(self.path.split("?")[0], [])
+            reply = queued.pop(0) if queued else None
+        if reply is not None and reply[0] == "sleep":
+            time.sleep(reply[1])
+            reply = None
+        status, answer, headers = reply if reply else (*self.server.usual(
+            self.command, self.path, body), {})
+        data = json.dumps(answer).encode() if not isinstance(answer, bytes) else answer
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+_Server = TypeVar("_Server", bound=ThreadingHTTPServer)
+
+
+@contextmanager
+def running(server: _Server) -> Iterator[_Server]:
+    """``server`` answering in a thread of its own until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def serving() -> AbstractContextManager[StandIn]:
+    """A stand-in answering on a free port until the block ends."""
+    return running(StandIn())

@@ -1,0 +1,331 @@
+"""A researcher pays a reviewed study on Prolific: the decisions recorded from the review file are
+approved in bulk and rejected one by one, a qualification round's passers become a participant
+group, a dry run sends nothing, a rerun sends nothing twice, and without a token the same
+decisions are written as the files Prolific's own screens take.
+
+Prolific is the stand-in of ``prolific_stand_in`` (real HTTP on 127.0.0.1), which records every
+request and can refuse, throttle or fail. The gateway's database is SQLite in a temporary
+folder, participants arrive as the gateway records them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from prolific_stand_in import TOKEN, StandIn, serving
+from sqlalchemy import Engine, insert, select, update
+from study_support import make_study, prolific_id
+
+from sotopia_ls.errors import StudyError
+from sotopia_ls.study import arrival
+from sotopia_ls.study.arrival import ProlificParameters
+from sotopia_ls.study.payment import Payment, apply_decisions
+from sotopia_ls.study.prolific import Prolific
+from sotopia_ls.study.settings import StudyFile
+from sotopia_ls.study.store import (
+    allow_list,
+    decisions,
+    now,
+    open_store,
+    participants,
+    prolific_actions,
+    visits,
+)
+
+PROLIFIC_STUDY = "ab" * 12
+REASON = ("Every rationale was the same sentence pasted under all seven dimensions for both "
+          "agents, so the ratings could not be used as the instructions asked.")
+TRANSITION = "/api/v1/submissions/{}/transition/"
+BULK = "/api/v1/submissions/bulk-approve/"
+
+
+@pytest.fixture
+def prolific() -> Iterator[StandIn]:
+    with serving() as server:
+        yield server
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> StudyFile:
+    return make_study(tmp_path, 1)
+
+
+@pytest.fixture
+def engine(study: StudyFile) -> Engine:
+    return open_store(study.database)
+
+
+def client(stand_in: StandIn) -> Prolific:
+    return Prolific(TOKEN, base_url=stand_in.base_url, backoff=0.01, retries=2)
+
+
+def visitor(engine: Engine, study: StudyFile) -> arrival.Visit:
+    """A participant who arrived from Prolific (the visit is one submission)."""
+    return arrival.arrive(engine, study.name, ProlificParameters(
+        PROLIFIC_PID=prolific_id(), STUDY_ID=PROLIFIC_STUDY, SESSION_ID=prolific_id()))
+
+
+def ids(engine: Engine, visit: arrival.Visit) -> tuple[str, str]:
+    """The visit's (submission id, participant id) on Prolific."""
+    with engine.connect() as conn:
+        row = conn.execute(select(visits.c.prolific_session_id, participants.c.external_id)
+                           .join(participants, participants.c.id == visits.c.participant_id)
+                           .where(visits.c.id == visit.id)).one()
+    return row.prolific_session_id, row.external_id
+
+
+def decide(engine: Engine, visit: arrival.Visit, decision: str, message: str | None = None,
+           category: str | None = None) -> None:
+    # Straight into the decisions table, as reading the edited review file records them
+    # (study/review.py's read_review); this suite is about what happens after.
+    with engine.begin() as conn:
+        conn.execute(insert(decisions).values(
+            visit_id=visit.id, decision=decision, message=message, category=category,
+            recorded_at=now()))
+
+
+def change(engine: Engine, visit: arrival.Visit, decision: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(decisions).where(decisions.c.visit_id == visit.id)
+                     .values(decision=decision))
+
+
+def reviewed(engine: Engine, study: StudyFile, *kinds: str) -> list[arrival.Visit]:
+    """One visit per decision given, each recorded; rejections with a valid message."""
+    made = []
+    for kind in kinds:
+        visit = visitor(engine, study)
+        decide(engine, visit, kind, *((REASON, "LOW_EFFORT") if kind == "reject" else ()))
+        made.append(visit)
+    return made
+
+
+def pay(engine: Engine, study: StudyFile, stand_in: StandIn | None, **options: object) -> Payment:
+    return apply_decisions(engine, study, prolific=client(stand_in) if stand_in else None,
+                           **options)
+
+
+def sent_actions(engine: Engine) -> dict[int, str]:
+    with engine.connect() as conn:
+        return {row.visit_id: row.action for row in conn.execute(select(prolific_actions))}
+
+
+def test_a_dry_run_prints_every_action_and_sends_nothing(engine, study, prolific):
+    approved, rejected, looked = reviewed(engine, study, "approve", "reject", "look")
+
+    payment = pay(engine, study, prolific)
+
+    lines = payment.lines()
+    assert lines[0] == (f"study {study.name}: 1 to approve (in 1 bulk-approve request(s)), "
+                        "1 to reject, 1 waiting for your decision, 0 conflict(s), 0 sent before")
+    submission, participant = ids(engine, approved)
+    assert f"approve  submission {submission} (participant {participant})" in lines
+    submission, participant = ids(engine, rejected)
+    assert f"reject   submission {submission} (participant {participant}) LOW_EFFORT: {REASON}" \
+        in lines
+    submission, participant = ids(engine, looked)
+    assert any(line.startswith(f"look     submission {submission}") for line in lines)
+    assert lines[-1] == "dry run: nothing was sent to Prolific (add --send to send it)"
+    assert prolific.requests == []
+    assert sent_actions(engine) == {}
+
+
+def test_sending_approves_and_rejects_exactly_the_decided_rows_and_a_rerun_sends_nothing(
+        engine, study, prolific):
+    first, second, rejected, looked = reviewed(engine, study, "approve", "approve", "reject",
+                                               "look")
+    undecided = visitor(engine, study)  # not in the review's decisions yet: left alone
+
+    payment = pay(engine, study, prolific, send=True)
+
+    approvals = [ids(engine, visit)[0] for visit in (first, second)]
+    assert prolific.sent() == [
+        ("POST", BULK, {"submission_ids": approvals}),
+        ("POST", TRANSITION.format(ids(engine, rejected)[0]),
+         {"action": "REJECT", "message": REASON, "rejection_category": "LOW_EFFORT"})]
+    assert payment.sent.lines() == ["sent: 2 approved, 1 rejected"]
+    assert sent_actions(engine) == {first.id: "approve", second.id: "approve",
+                                    rejected.id: "reject"}
+    assert looked.id not in sent_actions(engine) and undecided.id not in sent_actions(engine)
+
+    again = pay(engine, study, prolific, send=True)
+
+    assert len(prolific.requests) == 2
+    assert again.plan.lines()[0].endswith(
+        "0 to approve (in 0 bulk-approve request(s)), 0 to reject, 1 waiting for your "
+        "decision, 0 conflict(s), 3 sent before")
+
+
+def test_a_refused_rejection_names_the_participant_and_the_others_are_still_sent(
+        engine, study, prolific):
+    refused, accepted = reviewed(engine, study, "reject", "reject")
+    submission, participant = ids(engine, refused)
+    prolific.script[TRANSITION.format(submission)] = [(400, {"error": {
+        "detail": {"status": ["Submission is not awaiting review."]}}}, {})]
+
+    payment = pay(engine, study, prolific, send=True)
+
+    assert payment.sent.failures == [
+        (f"reject submission {submission}: Prolific answered HTTP 400: status: Submission is "
+         f"not awaiting review. (participant {participant})")]
+    assert sent_actions(engine) == {accepted.id: "reject"}
+
+    # Once the cause is fixed on Prolific, a rerun sends only the one refused.
+    pay(engine, study, prolific, send=True)
+
+    assert [path for _, path, _ in prolific.sent()] == [
+        TRANSITION.format(submission), TRANSITION.format(ids(engine, accepted)[0]),
+        TRANSITION.format(submission)]
+    assert sent_actions(engine) == {accepted.id: "reject", refused.id: "reject"}
+
+
+def test_a_throttled_bulk_approval_is_sent_again_and_recorded_once(engine, study, prolific):
+    (approved,) = reviewed(engine, study, "approve")
+    prolific.script[BULK] = [(429, {"detail": "Request was throttled."}, {"Retry-After": "0"})]
+
+    payment = pay(engine, study, prolific, send=True)
+
+    assert payment.sent.failures == []
+    assert prolific.sent() == [("POST", BULK, {"submission_ids": [ids(engine, approved)[0]]})] * 2
+    assert sent_actions(engine) == {approved.id: "approve"}
+
+
+def test_prolific_down_stops_the_run_and_keeps_what_was_sent_before(engine, study, prolific):
+    approved, first, second = reviewed(engine, study, "approve", "reject", "reject")
+    down = TRANSITION.format(ids(engine, first)[0])
+    prolific.script[down] = [(500, {"detail": "Server error"}, {})] * 3  # every try of 1 + 2
+
+    payment = pay(engine, study, prolific, send=True)
+
+    assert payment.sent.stopped
+    assert payment.sent.failures == [
+        (f"reject submission {ids(engine, first)[0]}: Prolific answered HTTP 500 (3 tries) "
+         f"(participant {ids(engine, first)[1]})")]
+    assert sent_actions(engine) == {approved.id: "approve"}
+    assert TRANSITION.format(ids(engine, second)[0]) not in [p for _, p, _ in prolific.sent()]
+
+    pay(engine, study, prolific, send=True)  # Prolific is back
+
+    assert sent_actions(engine) == {approved.id: "approve", first.id: "reject",
+                                    second.id: "reject"}
+    assert [p for _, p, _ in prolific.sent()].count(BULK) == 1
+
+
+def test_a_decision_changed_after_its_approval_was_sent_is_a_conflict_not_sent(
+        engine, study, prolific):
+    (visit,) = reviewed(engine, study, "approve")
+    pay(engine, study, prolific, send=True)
+    change(engine, visit, "reject")
+
+    payment = pay(engine, study, prolific, send=True)
+
+    submission, participant = ids(engine, visit)
+    assert (f"conflict submission {submission} (participant {participant}): approved on "
+            "Prolific already, now 'reject' in the review; not sent (Prolific cannot undo a "
+            "status change)") in payment.plan.lines()
+    assert len(prolific.requests) == 1
+    assert sent_actions(engine) == {visit.id: "approve"}
+
+
+def test_a_rejection_prolific_would_refuse_stops_the_plan_naming_the_participant(
+        engine, study, prolific):
+    visit = visitor(engine, study)
+    decide(engine, visit, "reject", "Too fast.", "TOO_QUICKLY")
+
+    with pytest.raises(StudyError) as caught:
+        pay(engine, study, prolific, send=True)
+
+    submission, participant = ids(engine, visit)
+    assert str(caught.value) == (
+        f"study pilot: the rejection of submission {submission} (participant {participant}) "
+        f"(visit {visit.id}): the message to the participant must be a text of at least 100 "
+        "characters (Prolific's minimum), not 9")
+    assert prolific.requests == []
+
+
+def qualification(tmp_path: Path) -> StudyFile:
+    return make_study(tmp_path, 1, name="qual-round", qualification={
+        "screen_out_code": "SCR33N", "screen_out_url": "http://127.0.0.1:9/complete?cc=SCR33N"})
+
+
+def admit(engine: Engine, study: StudyFile, *passers: str) -> None:
+    with engine.begin() as conn:
+        for passer in passers:
+            conn.execute(insert(allow_list).values(qualification=study.name,
+                                                   external_id=passer, added_at=now()))
+
+
+def test_the_allow_list_becomes_a_participant_group_and_a_rerun_adds_only_new_passers(
+        tmp_path, prolific):
+    study = qualification(tmp_path)
+    engine = open_store(study.database)
+    first, second, third = (prolific_id() for _ in range(3))
+    admit(engine, study, first, second)
+
+    payment = pay(engine, study, prolific, send=True, workspace_id="ws-7")
+
+    assert prolific.sent() == [("POST", "/api/v1/participant-groups/", {
+        "name": "qual-round: passed the qualification", "workspace_id": "ws-7",
+        "participant_ids": [first, second]})]
+    assert payment.sent.lines() == [
+        "sent: 0 approved, 0 rejected, 2 added to participant group group-1"]
+
+    admit(engine, study, third)
+    pay(engine, study, prolific, send=True, workspace_id="ws-7")
+    pay(engine, study, prolific, send=True, workspace_id="ws-7")
+
+    assert prolific.sent()[1:] == [
+        ("POST", "/api/v1/participant-groups/group-1/participants/",
+         {"participant_ids": [third]})]
+
+
+def test_making_the_group_without_a_workspace_is_refused_before_anything_is_sent(
+        tmp_path, prolific):
+    study = qualification(tmp_path)
+    engine = open_store(study.database)
+    admit(engine, study, prolific_id())
+    reviewed(engine, study, "approve")
+
+    with pytest.raises(StudyError, match=r"needs the Prolific workspace .*: give --workspace"):
+        pay(engine, study, prolific, send=True)
+
+    assert prolific.requests == []
+
+
+def test_without_a_token_the_files_hold_exactly_the_ids_and_reasons(tmp_path, prolific):
+    study = qualification(tmp_path)
+    engine = open_store(study.database)
+    approved, rejected, _ = reviewed(engine, study, "approve", "reject", "look")
+    passer = prolific_id()
+    admit(engine, study, passer)
+    folder = tmp_path / "for-prolific"
+
+    payment = pay(engine, study, None, files_dir=folder)
+
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "allow-list.txt", f"approve-{PROLIFIC_STUDY}.txt", f"reject-{PROLIFIC_STUDY}.csv"]
+    assert (folder / f"approve-{PROLIFIC_STUDY}.txt").read_text() == f"{ids(engine, approved)[1]}\n"
+    assert (folder / "allow-list.txt").read_text() == f"{passer}\n"
+    table = pd.read_csv(folder / f"reject-{PROLIFIC_STUDY}.csv", dtype=str)
+    assert table.to_dict("records") == [{
+        "participant_id": ids(engine, rejected)[1], "submission_id": ids(engine, rejected)[0],
+        "rejection_category": "LOW_EFFORT", "message": REASON}]
+    assert payment.files == sorted(folder.iterdir())
+    assert prolific.requests == [] and sent_actions(engine) == {}
+
+    # The folder is replaced whole: a decision changed to look leaves no approval behind.
+    change(engine, approved, "look")
+    pay(engine, study, None, files_dir=folder)
+
+    assert not (folder / f"approve-{PROLIFIC_STUDY}.txt").exists()
+
+
+def test_sending_without_a_token_says_how_to_go_on(engine, study):
+    reviewed(engine, study, "approve")
+
+    with pytest.raises(StudyError, match="set PROLIFIC_TOKEN, or write the files .* "
+                                         "--prolific-files DIR"):
+        pay(engine, study, None, send=True)
