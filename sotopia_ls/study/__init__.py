@@ -31,5 +31,7 @@ Screening and paying a study (under way, not yet a command):
 
 - ``flags``     quality flags on a rating (short, repeated, copied or pasted rationales, too
                 fast, straight-lining, gold distance), each one ``Flag`` in ``FLAGS``
+- ``typing_counts``  the characters of each rationale pasted and typed, as the rating page
+                counts them, kept with the rating
 - ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups
 """

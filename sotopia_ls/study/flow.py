@@ -21,6 +21,7 @@ from .page import NotAccepted, Page, Script, Turn
 from .saving import checked_results
 from .security import json_for_html
 from .settings import StudyFile
+from .typing_counts import TypingCounts, page_counting, record_typing
 
 # A rating is 28 short answers; 256 KB leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
@@ -36,6 +37,8 @@ class Submission(BaseModel):
 
     assignment: str = Field(pattern=r"^[0-9a-f]{32}$")
     results: list[Any] = Field(max_length=500)
+    # Characters pasted and typed per rationale field; a page made before the counts sends none.
+    typing: TypingCounts | None = None
 
 
 class Instructions(Page):
@@ -87,6 +90,7 @@ class Rate(Page):
             "submit": f"{turn.base}/{Rate.submit.path}",
             "csrf": turn.csrf,
             "settings": _EDITOR_SETTINGS,
+            "typing": page_counting(),
         }
         return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
@@ -103,6 +107,8 @@ class Rate(Page):
         if problems:
             raise NotAccepted(problems)
         settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode)
+        if answers.typing:
+            record_typing(turn.engine, settled.id, answers.typing)
         if settled.state == "saving":
             turn.gateway.writer.rating_recorded()
         # Read again: how many this visit has rated is what the rating changed.

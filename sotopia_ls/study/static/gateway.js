@@ -1,5 +1,6 @@
 // The participant's rating page: Label Studio's editor (window.LabelStudio, from main.js) on the
-// labeling config and the episode in the page's JSON block, sending the rating to the gateway.
+// labeling config and the episode in the page's JSON block, sending the rating to the gateway
+// with how each rationale came in: characters pasted (or dropped) in and characters typed.
 // No inline script anywhere: the page's Content-Security-Policy allows scripts from here only.
 (function () {
   "use strict";
@@ -7,6 +8,72 @@
   var notice = document.getElementById("notice");
   // One request at a time: the editor lets a second click through after 500 ms (as "Update").
   var sending = false;
+  var root = document.getElementById("label-studio");
+  var TEXT = "textarea, input[type=text]";
+  // The kinds of insertion that bring text from elsewhere; any other is typed.
+  var PASTED = {
+    insertFromPaste: 1, insertFromPasteAsQuotation: 1, insertFromDrop: 1, insertFromYank: 1,
+  };
+  // Rationale field → { pasted, typed }: characters inserted, so text deleted later counts too.
+  var typing = {};
+  // Label Studio's TextArea is a text box named after its control until its text is taken as
+  // the control's value (Shift+Enter, or a submit); that text is then edited in a nameless box
+  // in the same place. So every element holding one field's named box stands for that field
+  // ("" for an element holding several).
+  var holders = new WeakMap();
+  // The box's length and selected length as an insertion begins: the insertion's length is
+  // what the box grew by, one rule for every kind (a drop's text is not in the event's data).
+  var before = null;
+
+  function learnFields() {
+    root.querySelectorAll("textarea[name], input[type=text][name]").forEach(function (box) {
+      for (var node = box; node && node !== root; node = node.parentElement) {
+        var known = holders.get(node);
+        holders.set(node, known === undefined || known === box.name ? box.name : "");
+      }
+    });
+  }
+
+  function fieldOf(box) {
+    for (var node = box; node && node !== root; node = node.parentElement) {
+      if (holders.has(node)) return holders.get(node);
+    }
+    return "";
+  }
+
+  function count(box, kind, characters) {
+    var field = fieldOf(box);
+    if (characters <= 0 || boot.typing.fields.indexOf(field) < 0) return;
+    var counted = typing[field] || (typing[field] = { pasted: 0, typed: 0 });
+    counted[kind] = Math.min(boot.typing.most, counted[kind] + characters);
+  }
+
+  function isText(target) {
+    return target instanceof Element && target.matches(TEXT) && root.contains(target);
+  }
+
+  // Every box is focused before anything is put in it: learn the boxes shown then.
+  document.addEventListener("focusin", function (event) {
+    if (isText(event.target)) learnFields();
+  }, true);
+  document.addEventListener("beforeinput", function (event) {
+    var box = event.target;
+    before = isText(box)
+      ? { box: box, length: box.value.length, selected: box.selectionEnd - box.selectionStart }
+      : null;
+  }, true);
+  document.addEventListener("input", function (event) {
+    var start = before, kind = event.inputType || "";
+    before = null;
+    // A composition (an input method) is counted once, as it ends, not at each of its steps.
+    if (!start || start.box !== event.target || kind.indexOf("insert") !== 0 ||
+        kind === "insertCompositionText") return;
+    count(start.box, PASTED[kind] ? "pasted" : "typed",
+          start.box.value.length - (start.length - start.selected));
+  }, true);
+  document.addEventListener("compositionend", function (event) {
+    if (isText(event.target)) count(event.target, "typed", (event.data || "").length);
+  }, true);
 
   function show(lines) {
     notice.textContent = "";
@@ -32,7 +99,9 @@
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": boot.csrf },
-      body: JSON.stringify({ assignment: boot.assignment, results: annotation.serializeAnnotation() }),
+      body: JSON.stringify({
+        assignment: boot.assignment, results: annotation.serializeAnnotation(), typing: typing,
+      }),
     })
       .then(function (response) {
         return response.json().then(function (body) { return { ok: response.ok, body: body }; });
@@ -51,7 +120,7 @@
       });
   }
 
-  new LabelStudio(document.getElementById("label-studio"), {
+  new LabelStudio(root, {
     config: boot.config,
     task: { id: boot.task.id, data: boot.task.data, annotations: [], predictions: [] },
     // The form and its Submit button only: no annotation list, no other work, no navigation.
