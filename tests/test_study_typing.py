@@ -137,8 +137,9 @@ def assignment_of(engine: Engine, key: str) -> Any:
 
 def counts_of(engine: Engine, key: str) -> dict[str, dict[str, int]] | None:
     """The counts kept for the assignment, as plain numbers; None when none were kept."""
-    kept = recorded_typing(engine, [assignment_of(engine, key).id])
-    return {name: c.model_dump() for name, c in kept[next(iter(kept))].items()} if kept else None
+    assignment_id = assignment_of(engine, key).id
+    kept = recorded_typing(engine, [assignment_id]).get(assignment_id)
+    return None if kept is None else {name: c.model_dump() for name, c in kept.items()}
 
 
 def flagged_as_pasted(engine: Engine, key: str) -> tuple[bool, str] | None:
@@ -167,7 +168,8 @@ def test_a_pasted_rationale_counts_as_pasted_and_typed_ones_as_typed(rated):
     assert counts_of(rated.engine, rated.paster) == expected
     fields, _ = read_json_results(assignment_of(rated.engine, rated.paster).results)
     assert fields[reasoning_name(*PASTED)] == PASTE
-    assert fields[reasoning_name(*KEYED)] == written[KEYED[1]][KEYED[0]][0] + ADDED + ADDED_LATER
+    key, agent = KEYED
+    assert fields[reasoning_name(key, agent)] == written[agent][key][0] + ADDED + ADDED_LATER
 
 
 def test_a_rating_typed_throughout_counts_nothing_pasted(rated):
