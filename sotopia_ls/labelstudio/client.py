@@ -367,6 +367,29 @@ def update_task_meta(client: Client, project_id: int, task_id: int, meta: dict[s
         client.tasks.update(id=str(task_id), meta=meta)
 
 
+def merge_task_meta(client: Client, project_id: int, key: str,
+                    entries: dict[int, dict[str, Any]]) -> int:
+    """Merge ``entries[task id]`` into the object each task's ``meta[key]`` holds, keeping the
+    rest of its meta; how many tasks changed. One listing of the project's tasks (their meta
+    only), then one update per task that changes: Label Studio updates meta task by task."""
+    with sdk_errors("listing tasks", project=project_id):
+        held = {task.id: dict(task.meta) if isinstance(task.meta, dict) else {}
+                for task in client.tasks.list(project=project_id, include="id,meta",
+                                              page_size=_PAGE_SIZE)}
+    for task_id in sorted(entries.keys() - held.keys()):
+        raise LabelStudioError(f"task {task_id} is not in the project", project=project_id,
+                               task=task_id)
+    changed = 0
+    for task_id, values in sorted(entries.items()):
+        meta = held[task_id]
+        before = meta.get(key) if isinstance(meta.get(key), dict) else {}
+        merged = {**before, **values}
+        if merged != before:
+            update_task_meta(client, project_id, task_id, {**meta, key: merged})
+            changed += 1
+    return changed
+
+
 # Label Studio's state of a backend it can use.
 _CONNECTED = "CO"
 

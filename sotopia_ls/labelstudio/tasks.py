@@ -13,6 +13,10 @@ A task's model evaluations, its *judges*, are kept by name: the stored evaluatio
 (``sotopia_evaluation``, named by its evaluator) and those ``sotopia-ls evaluate`` adds under
 ``sotopia_judges`` (``{model: evaluation}``), beside it so that the importer's field keeps its
 meaning. ``stored_judges`` reads both.
+
+A study's review marks its participants' annotations under ``sotopia_review``
+(``{"<annotation id>": decision}``, a decision one of ``REVIEW_DECISIONS``), so that an export
+made without the gateway's database still sees them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ DIALOGUE = "dialogue"
 EPISODE_ID = "episode_id"
 EVALUATION = "sotopia_evaluation"
 JUDGES = "sotopia_judges"
+REVIEW = "sotopia_review"
+# The decision whose annotations an export can leave out (``--exclude-rejected``).
+REJECT = "reject"
+REVIEW_DECISIONS: tuple[str, ...] = ("approve", "look", REJECT)
 # The name of a stored evaluation whose source does not name its evaluator.
 UNNAMED_EVALUATOR = "sotopia-evaluation"
 AGENTS_KEY = "agents"

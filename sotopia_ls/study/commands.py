@@ -320,6 +320,61 @@ def shelve_command(study_path: Path, database: str | None, assignments: tuple[in
         click.echo("no rating was refused: nothing to shelve")
 
 
+def _by_kind(counts: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {counts[kind]}" for kind in sorted(counts)) or "none"
+
+
+@study_command.command("review")
+@_study_option
+@_database_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("review.csv"), show_default=True,
+              help="Where to write the review file.")
+@click.option("--decisions", "edited", type=click.Path(dir_okay=False, path_type=Path),
+              help="An edited review file to read back: its decisions are recorded and the "
+              "annotations marked in Label Studio (nothing is written when a row is bad).")
+@server_options
+def review_command(study_path: Path, database: str | None, output: Path, edited: Path | None,
+                   url: str | None, api_key: str | None) -> None:
+    """Write the review file (one row per Prolific submission), or read an edited one back.
+
+    Each row holds the submission's episodes, minutes on task, quality flags, distance to
+    the gold references and a suggested decision (approve, look or reject) with a message
+    written for the participant and Prolific's rejection category. Edit the columns
+    decision, message and category, then read the file back with --decisions. Reading the
+    database needs no Label Studio; recording decisions marks the annotations there.
+
+    Example:
+
+        sotopia-ls study review --study study.json -o review.csv
+
+        sotopia-ls study review --study study.json --decisions review.csv
+    """
+    given = click.get_current_context().get_parameter_source("output")
+    if edited is not None and given is ParameterSource.COMMANDLINE:
+        raise click.UsageError("give -o to write the review file or --decisions to read an "
+                               "edited one back, not both")
+    _, _, store = _web_stack()
+    from ..labelstudio.client import connect
+    from .review import record_review, write_review
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        if edited is None:
+            rows = write_review(engine, study, output)
+        else:
+            done = record_review(edited, engine, study, connect(url, api_key))
+    if edited is None:
+        click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: "
+                   f"{_by_kind(rows['suggested'].value_counts().to_dict())}")
+        return
+    click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "
+               f"{done.unchanged} as recorded before")
+    click.echo(f"{done.annotations} annotation(s) marked in Label Studio "
+               f"({done.tasks} task(s) changed)")
+
+
 @study_command.command("fetch-editor")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
               help=f"Where to put the editor files [default: ${EDITOR_DIR_ENV}, else "

@@ -224,18 +224,22 @@ def _straight(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     return False, f"{len(set(ratings.values()))} distinct scores"
 
 
+def largest_distance(fields: Mapping[str, Any],
+                     reference: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    """The rating farthest from its reference: its field, score and reference score; None when
+    no rating of ``fields`` has a reference."""
+    gold = _ratings(reference)
+    pairs = [(name, score, gold[name]) for name, score in _ratings(fields).items() if name in gold]
+    return max(pairs, key=lambda pair: abs(pair[1] - pair[2]), default=None)
+
+
 def _gold(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     if annotation.reference is None:
         return None
-    reference = _ratings(annotation.reference)
-    pairs = {
-        name: (score, reference[name])
-        for name, score in _ratings(annotation.fields).items()
-        if name in reference
-    }
-    if not pairs:
+    farthest = largest_distance(annotation.fields, annotation.reference)
+    if farthest is None:
         return None
-    name, (score, gold) = max(pairs.items(), key=lambda item: abs(item[1][0] - item[1][1]))
+    name, score, gold = farthest
     distance = abs(score - gold)
     return distance > limits.gold_distance, (
         f"largest distance {distance} ({name}: {score}, reference {gold})"

@@ -1,0 +1,504 @@
+"""The review file: one row per visit (one Prolific submission), a suggested decision on it,
+and the researcher's decisions read back.
+
+``review_rows`` reads the gateway's database alone. Each submitted rating of a visit becomes a
+``flags.Annotation`` (its flat form, the words of the dialogue it showed, its lead time, its
+typing counts, the other participants' ratings of the same episode and the episode's gold
+reference, if any) and every flag of ``flags.FLAGS`` runs on it with the study's thresholds.
+A row holds:
+
+- ``participant`` (PROLIFIC_PID) and ``submission`` (the visit's SESSION_ID, Prolific's
+  submission id): the row's identity, checked when the file is read back;
+- ``outcome``: ``completed``, ``no_slots``, or ``unfinished`` (the visit never reached its end);
+- ``episodes`` and ``gold_episodes``: ratings submitted, ordinary and gold;
+- ``minutes`` (the lead times summed) and ``median_minutes`` (per episode);
+- ``<flag>.fired`` and ``<flag>.judged`` for every flag: ratings it fired on, ratings it judged
+  (a flag judges none without its data, e.g. no reference);
+- ``gold_distance``: the largest |score - reference| over the visit's gold ratings (empty
+  without one); ``qualification``: ``passed`` / ``failed`` once a qualification visit was scored;
+- ``suggested`` and ``rule``: the suggestion and the rule of ``RULES`` that made it;
+  ``details``: what each flag that fired found, for the researcher;
+- ``decision``, ``message``, ``category``: for the researcher to edit, filled with the decision
+  recorded before, else the suggestion. ``message`` is written for the participant (it is what
+  a rejection sends): which checks failed, never anything of another participant.
+
+The suggestion is the first rule of ``RULES`` that applies; approve when none does. Each rule
+is one row of that table: reject when the gold distance flag fired on most of the visit's gold
+ratings, or straight-lining on every rating; look when the visit is unfinished, or any flag
+fired. A qualification's result is shown, never a reason: a participant who failed the round
+did the work asked of them (the round screens them out of the main study instead).
+
+``write_review`` writes the rows as CSV, every text cell a spreadsheet would evaluate made text
+(``exporter.cells``), the file replaced whole. ``read_review`` reads an edited file back and
+checks every row (identity unchanged, a decision of ``approve``/``look``/``reject``, a rejection
+with a Prolific category and a message of at least 100 characters) before anything is kept: one
+bad row is one line naming the file, line and column, and nothing is recorded.
+``record_review`` then records each row into ``decisions`` (a changed decision replaces the
+earlier one) and marks the visit's annotations in Label Studio: task meta ``sotopia_review``
+``{"<annotation id>": decision}``, merged with what the task holds. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+from sqlalchemy import Engine, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..errors import StudyError
+from ..exporter.cells import FORMULA_START, neutralized_frame
+from ..folders import write_file
+from ..labelstudio.client import Client, merge_task_meta
+from ..labelstudio.results import read_json_results
+from ..labelstudio.tasks import DIALOGUE, REVIEW, REVIEW_DECISIONS
+from .flags import (
+    FLAGS,
+    Annotation,
+    FlagResult,
+    FlagThresholds,
+    flag_annotation,
+    largest_distance,
+)
+from .leases import COUNTED
+from .prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
+from .settings import StudyFile
+from .store import (
+    assignments,
+    decisions,
+    episodes,
+    gold,
+    now,
+    participants,
+    qualification_results,
+    visits,
+)
+from .store import (
+    typing as typing_counts,
+)
+
+UNFINISHED = "unfinished"
+IDENTITY = ("participant", "submission")
+EDITABLE = ("decision", "message", "category")
+COLUMNS: tuple[str, ...] = (
+    *IDENTITY, "outcome", "episodes", "gold_episodes", "minutes", "median_minutes",
+    *(f"{flag.name}.{count}" for flag in FLAGS for count in ("fired", "judged")),
+    "gold_distance", "qualification", "suggested", "rule", "details", *EDITABLE,
+)
+
+# What each flag found, as a participant reads it in a rejection: ``fired`` and ``judged``
+# count their ratings, the other names are the study's thresholds (``FlagThresholds``).
+PARTICIPANT_WORDING: dict[str, str] = {
+    "short_rationale": "explanations shorter than {min_rationale_words} words in {fired} of "
+                       "{judged} conversations",
+    "repeated_rationale": "one explanation given for several questions in {fired} of {judged} "
+                          "conversations",
+    "copied_rationale": "explanations that match another participant's in {fired} of {judged} "
+                        "conversations",
+    "too_fast": "less time on {fired} of {judged} conversations than it takes to read them",
+    "pasted_rationale": "explanations mostly pasted rather than typed in {fired} of {judged} "
+                        "conversations",
+    "straight_lining": "the same score for every question in {fired} of {judged} conversations",
+    "gold_distance": "scores more than {gold_distance} points from the researchers' agreed "
+                     "scores in {fired} of {judged} conversations that had them",
+}
+_FAILED_CHECKS = ("Thank you for taking part in our study. We cannot approve this submission "
+                  "because it did not pass our quality checks.")
+_CHECKS_CLOSING = ("The instructions asked for a considered score and a written explanation "
+                   "of your own for every question.")
+_UNFINISHED = ("Thank you for your interest in our study. We cannot approve this submission "
+               "because the study was not completed: the rating pages were left before the "
+               "end, so no completion code was given.")
+
+
+@dataclass(frozen=True)
+class Rated:
+    """One submitted rating of a visit: its episode, whether gold, its flags."""
+
+    task_id: int
+    gold: bool
+    seconds: float | None
+    distance: int | None  # the largest |score - reference|, for a gold rating
+    flags: tuple[FlagResult, ...]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A visit as the review sees it."""
+
+    id: int
+    participant: str
+    submission: str
+    outcome: str
+    rated: tuple[Rated, ...]
+    qualification: str  # passed | failed | "" (not a scored qualification visit)
+
+    def counts(self, flag: str) -> tuple[int, int]:
+        """Ratings ``flag`` fired on, and ratings it judged."""
+        results = [result for rated in self.rated for result in rated.flags
+                   if result.name == flag]
+        return sum(result.fired for result in results), len(results)
+
+
+def _most(flag: str) -> Callable[[Visit], bool]:
+    def applies(visit: Visit) -> bool:
+        fired, judged = visit.counts(flag)
+        return fired * 2 > judged
+    return applies
+
+
+def _everywhere(flag: str) -> Callable[[Visit], bool]:
+    def applies(visit: Visit) -> bool:
+        fired, judged = visit.counts(flag)
+        return judged > 0 and fired == judged
+    return applies
+
+
+def _any_fired(visit: Visit) -> bool:
+    return any(result.fired for rated in visit.rated for result in rated.flags)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When ``applies``, suggest ``decision``; a rejection's ``category`` and the ``opening``
+    of its message (the checks that failed follow it)."""
+
+    name: str
+    decision: str
+    category: str
+    opening: str
+    applies: Callable[[Visit], bool]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("far_from_gold", "reject", "FAILED_CHECK", _FAILED_CHECKS, _most("gold_distance")),
+    Rule("straight_lining", "reject", "LOW_EFFORT", _FAILED_CHECKS,
+         _everywhere("straight_lining")),
+    Rule(UNFINISHED, "look", "NO_CODE", _UNFINISHED, lambda visit: visit.outcome == UNFINISHED),
+    Rule("flagged", "look", "LOW_EFFORT", _FAILED_CHECKS, _any_fired),
+)
+APPROVE = Rule("clean", "approve", "", "", lambda visit: True)
+
+
+def suggestion(visit: Visit) -> Rule:
+    """The first rule of ``RULES`` that applies to ``visit``, else ``APPROVE``."""
+    return next((rule for rule in RULES if rule.applies(visit)), APPROVE)
+
+
+def participant_message(visit: Visit, rule: Rule, thresholds: FlagThresholds) -> str:
+    """What a rejection by ``rule`` tells the participant: its opening, then each check that
+    failed with how often; empty for an approval."""
+    if rule.decision == "approve":
+        return ""
+    failed = []
+    for flag in FLAGS:
+        fired, judged = visit.counts(flag.name)
+        if fired:
+            failed.append(PARTICIPANT_WORDING[flag.name].format(
+                fired=fired, judged=judged, **thresholds.model_dump()))
+    if not failed:
+        return rule.opening
+    return f"{rule.opening} They found {'; '.join(failed)}. {_CHECKS_CLOSING}"
+
+
+# --- reading the gateway's database ---------------------------------------------------------
+
+
+def _words(shown: dict[str, Any]) -> int | None:
+    """Words of the dialogue an episode showed; None when it showed none."""
+    turns = shown.get(DIALOGUE)
+    if not isinstance(turns, list):
+        return None
+    return sum(len(str(value).split()) for turn in turns if isinstance(turn, dict)
+               for value in turn.values())
+
+
+def _flat(results: Any) -> dict[str, Any]:
+    fields, _ = read_json_results(results)  # checked when submitted: nothing is refused here
+    return fields
+
+
+def read_visits(engine: Engine, study: StudyFile) -> list[Visit]:
+    """Every visit of ``study``, first arrived first, with its submitted ratings flagged."""
+    with engine.connect() as conn:
+        visit_rows = conn.execute(
+            select(visits.c.id, visits.c.prolific_session_id, visits.c.outcome,
+                   participants.c.external_id)
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == study.name)
+            .order_by(visits.c.arrived_at, visits.c.id)).all()
+        scored = dict(conn.execute(
+            select(qualification_results.c.visit_id, qualification_results.c.passed)
+            .where(qualification_results.c.visit_id.in_([row.id for row in visit_rows]))).all())
+    rated = _rated(engine, study)
+    return [Visit(row.id, row.external_id, row.prolific_session_id, row.outcome or UNFINISHED,
+                  tuple(rated[row.id]),
+                  "" if row.id not in scored else "passed" if scored[row.id] else "failed")
+            for row in visit_rows]
+
+
+def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
+    """Every submitted rating of ``study``, flagged, by visit id."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(assignments.c.id, assignments.c.task_id, assignments.c.visit_id,
+                   assignments.c.participant_id, assignments.c.results,
+                   assignments.c.lead_time, typing_counts.c.counts)
+            .outerjoin(typing_counts, typing_counts.c.assignment_id == assignments.c.id)
+            .where(assignments.c.study == study.name, assignments.c.state.in_(COUNTED))
+            .order_by(assignments.c.id)).all()
+        references = dict(conn.execute(
+            select(gold.c.task_id, gold.c.reference).where(gold.c.study == study.name)).all())
+        words = {task_id: _words(shown) for task_id, shown in conn.execute(
+            select(episodes.c.task_id, episodes.c.shown).where(episodes.c.study == study.name))}
+    flat = {row.id: _flat(row.results) for row in rows}
+    by_task: dict[int, list[Any]] = defaultdict(list)
+    for row in rows:
+        by_task[row.task_id].append(row)
+    rated: dict[int, list[Rated]] = defaultdict(list)
+    for row in rows:
+        others = tuple(flat[other.id] for other in by_task[row.task_id]
+                       if other.participant_id != row.participant_id)
+        reference = references.get(row.task_id)
+        annotation = _annotation(row, flat[row.id], words.get(row.task_id), others, reference)
+        farthest = largest_distance(flat[row.id], reference) if reference else None
+        rated[row.visit_id].append(Rated(
+            row.task_id, reference is not None, row.lead_time,
+            abs(farthest[1] - farthest[2]) if farthest else None,
+            flag_annotation(annotation, study.flags)))
+    return rated
+
+
+def _annotation(row: Any, fields: dict[str, Any], episode_words: int | None,
+                others: tuple[dict[str, Any], ...], reference: Any) -> Annotation:
+    try:
+        return Annotation(participant=str(row.participant_id), episode=str(row.task_id),
+                          fields=fields, episode_words=episode_words, seconds=row.lead_time,
+                          typing=row.counts or {}, others=others, reference=reference)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        raise StudyError(f"assignment {row.id} (task {row.task_id}) cannot be reviewed: "
+                         f"{first['msg']}") from None
+
+
+# --- the rows -------------------------------------------------------------------------------
+
+
+def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
+    if not seconds:
+        return None, None
+    return round(sum(seconds) / 60, 2), round(statistics.median(seconds) / 60, 2)
+
+
+def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, Any]:
+    rule = suggestion(visit)
+    minutes, median = _minutes([r.seconds for r in visit.rated if r.seconds is not None])
+    distances = [r.distance for r in visit.rated if r.distance is not None]
+    row: dict[str, Any] = {
+        "participant": visit.participant, "submission": visit.submission,
+        "outcome": visit.outcome,
+        "episodes": sum(not r.gold for r in visit.rated),
+        "gold_episodes": sum(r.gold for r in visit.rated),
+        "minutes": minutes, "median_minutes": median,
+    }
+    for flag in FLAGS:
+        row[f"{flag.name}.fired"], row[f"{flag.name}.judged"] = visit.counts(flag.name)
+    row |= {
+        "gold_distance": max(distances) if distances else None,
+        "qualification": visit.qualification, "suggested": rule.decision, "rule": rule.name,
+        "details": "; ".join(f"task {r.task_id}: {result.name}: {result.detail}"
+                             for r in visit.rated for result in r.flags if result.fired),
+    }
+    if recorded is not None:
+        return row | {"decision": recorded.decision, "message": recorded.message or "",
+                      "category": recorded.category or ""}
+    return row | {"decision": rule.decision,
+                  "message": participant_message(visit, rule, thresholds),
+                  "category": rule.category}
+
+
+def review_rows(engine: Engine, study: StudyFile) -> pd.DataFrame:
+    """One row per visit of ``study`` (``COLUMNS``), its editable columns filled with the
+    decision recorded before, else the suggestion."""
+    found = read_visits(engine, study)
+    with engine.connect() as conn:
+        recorded = {row.visit_id: row for row in conn.execute(
+            select(decisions).where(decisions.c.visit_id.in_([v.id for v in found])))}
+    frame = pd.DataFrame([_row(visit, study.flags, recorded.get(visit.id)) for visit in found],
+                         columns=list(COLUMNS))
+    return frame.astype({"gold_distance": "Int64"})
+
+
+def write_review(engine: Engine, study: StudyFile, path: Path) -> pd.DataFrame:
+    """Write ``study``'s review file to ``path`` (replaced whole); its rows."""
+    frame = review_rows(engine, study)
+    write_file(path, neutralized_frame(frame).to_csv(index=False))
+    return frame
+
+
+# --- reading the edited file back -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One row of an edited review file, checked: the decision on a visit."""
+
+    visit_id: int
+    decision: str
+    message: str | None
+    category: str | None
+
+
+def _plain(cell: str) -> str:
+    """A cell as written before ``neutralized_frame`` quoted it."""
+    return cell[1:] if cell.startswith("'") and re.match(FORMULA_START, cell[1:]) else cell
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each record of the CSV file with the line it starts on. Read with the csv module, not
+    pandas: each record's line is known, for the messages, even when a cell spans lines."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet may write a BOM
+    except OSError as error:
+        raise StudyError(f"{path}: cannot read the review file: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise StudyError(f"{path}: not UTF-8 text; save the review file as CSV UTF-8") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, [])
+        missing = [name for name in (*IDENTITY, *EDITABLE) if name not in header]
+        if missing:
+            hint = (" (cells separated by ';'? save as CSV with commas)"
+                    if len(header) == 1 and ";" in header[0] else "")
+            raise StudyError(f"{path}: line 1: column {missing[0]} is missing{hint}")
+        end = reader.line_num
+        for cells in reader:
+            line, end = end + 1, reader.line_num
+            if not any(cells):
+                continue
+            if len(cells) != len(header):
+                raise StudyError(f"{path}: line {line}: {len(cells)} cells where the header "
+                                 f"has {len(header)}")
+            yield line, {name: _plain(cell).strip() for name, cell in zip(header, cells)}
+    except csv.Error as error:
+        raise StudyError(f"{path}: line {reader.line_num}: not CSV: {error}") from None
+
+
+class _BadCell(Exception):
+    """A cell of an edited review file that cannot be recorded: its column and why."""
+
+    def __init__(self, column: str, reason: str) -> None:
+        super().__init__(reason)
+        self.column = column
+
+
+def _checked(row: dict[str, str], known: dict[str, list[tuple[int, str]]]) -> Decided:
+    """The decision ``row`` holds; ``_BadCell`` at its first problem."""
+    submission = row["submission"]
+    if not known.get(submission):
+        raise _BadCell("submission", f"{submission!r} is no submission of this study")
+    visit_id = next((v for v, pid in known[submission] if pid == row["participant"]), None)
+    if visit_id is None:
+        raise _BadCell("participant", f"{row['participant']!r} is not the participant of "
+                       f"submission {submission}: leave the identity columns as written")
+    decision, message, category = row["decision"].lower(), row["message"], row["category"].upper()
+    if decision not in REVIEW_DECISIONS:
+        raise _BadCell("decision", f"{row['decision']!r} is not one of "
+                       f"{', '.join(REVIEW_DECISIONS)}")
+    if decision == "reject" and category not in REJECTION_CATEGORIES:
+        raise _BadCell("category", f"{row['category']!r} is not a Prolific rejection category "
+                       f"({', '.join(REJECTION_CATEGORIES)})")
+    if decision == "reject" and len(message) < MIN_REJECTION_MESSAGE:
+        raise _BadCell("message", f"{len(message)} characters; Prolific requires at least "
+                       f"{MIN_REJECTION_MESSAGE} for a rejection")
+    if decision == "approve":  # an approval sends no message
+        message = category = ""
+    return Decided(visit_id, decision, message or None, category or None)
+
+
+def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
+    """The decisions of an edited review file, every row checked; the first bad row raises
+    one line naming the file, line and column."""
+    known: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for visit in read_visits(engine, study):
+        known[visit.submission].append((visit.id, visit.participant))
+    decided: dict[int, tuple[int, Decided]] = {}
+    for line, row in _records(path):
+        try:
+            checked = _checked(row, known)
+            if checked.visit_id in decided:
+                raise _BadCell("submission", f"{row['submission']} is decided on line "
+                               f"{decided[checked.visit_id][0]} already")
+        except _BadCell as bad:
+            raise StudyError(f"{path}: line {line}, column {bad.column}: {bad}") from None
+        decided[checked.visit_id] = line, checked
+    return [checked for _, checked in decided.values()]
+
+
+# --- recording ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``record_review`` did: decisions recorded (new or changed) by kind, decisions as
+    recorded before, annotations marked in Label Studio and the tasks that changed."""
+
+    recorded: Counter[str]
+    unchanged: int
+    annotations: int
+    tasks: int
+
+
+def record_decisions(engine: Engine, decided: Sequence[Decided]) -> Counter[str]:
+    """Record each decision; one that differs from the visit's recorded decision replaces it
+    (``recorded_at`` now). The decisions recorded, by kind."""
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    recorded: Counter[str] = Counter()
+    with engine.begin() as conn:
+        before = {row.visit_id: (row.decision, row.message, row.category)
+                  for row in conn.execute(select(decisions).where(
+                      decisions.c.visit_id.in_([d.visit_id for d in decided])))}
+        for d in decided:
+            if before.get(d.visit_id) == (d.decision, d.message, d.category):
+                continue
+            values = {"decision": d.decision, "message": d.message, "category": d.category,
+                      "recorded_at": now()}
+            conn.execute(dialect.insert(decisions).values(visit_id=d.visit_id, **values)
+                         .on_conflict_do_update(index_elements=["visit_id"], set_=values))
+            recorded[d.decision] += 1
+    return recorded
+
+
+def mark_annotations(engine: Engine, study: StudyFile, client: Client,
+                     decided: Sequence[Decided]) -> tuple[int, int]:
+    """Mark every Label Studio annotation of the decided visits with its visit's decision
+    (task meta ``sotopia_review``); the annotations marked and the tasks that changed."""
+    chosen = {d.visit_id: d.decision for d in decided}
+    with engine.connect() as conn:
+        saved = conn.execute(
+            select(assignments.c.visit_id, assignments.c.task_id, assignments.c.ls_annotation_id)
+            .where(assignments.c.study == study.name,
+                   assignments.c.visit_id.in_(list(chosen)),
+                   assignments.c.ls_annotation_id.is_not(None))).all()
+    marks: dict[int, dict[str, Any]] = defaultdict(dict)
+    for row in saved:
+        marks[row.task_id][str(row.ls_annotation_id)] = chosen[row.visit_id]
+    return len(saved), merge_task_meta(client, study.project, REVIEW, dict(marks))
+
+
+def record_review(path: Path, engine: Engine, study: StudyFile, client: Client) -> Recorded:
+    """Read an edited review file, record its decisions and mark them in Label Studio; nothing
+    is recorded when any row is bad."""
+    decided = read_review(path, engine, study)
+    recorded = record_decisions(engine, decided)
+    annotations, tasks = mark_annotations(engine, study, client, decided)
+    return Recorded(recorded, len(decided) - sum(recorded.values()), annotations, tasks)

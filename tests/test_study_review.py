@@ -1,0 +1,313 @@
+"""Reviewing a crowd study: the review file, the researcher's edits read back, the marks in
+Label Studio.
+
+Participants rate through the gateway app in this process (Starlette's TestClient), saving
+into the session's real Label Studio; the researcher runs `sotopia-ls study review`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner, Result
+from conftest import results_of
+from sqlalchemy import Engine, Row, insert, select, update
+from starlette.testclient import TestClient
+from study_support import EDITOR, Participant, make_study, study_project
+
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
+from sotopia_ls.labelstudio.client import Client
+from sotopia_ls.labelstudio.server import LocalServer
+from sotopia_ls.study.app import create_app
+from sotopia_ls.study.flags import FLAGS, FlagResult, FlagThresholds
+from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.study.prolific import MIN_REJECTION_MESSAGE
+from sotopia_ls.study.review import (
+    APPROVE,
+    PARTICIPANT_WORDING,
+    RULES,
+    UNFINISHED,
+    Rated,
+    Visit,
+    participant_message,
+    suggestion,
+)
+from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.settings import StudyFile, write_study
+from sotopia_ls.study.store import (
+    assignments,
+    decisions,
+    gold,
+    open_store,
+    participants,
+)
+
+SECRET = secrets.token_urlsafe(32)
+# Minutes each participant spends on an episode before submitting it: more than reading takes.
+MINUTES_PER_EPISODE = 5
+
+
+def scores_of(seed: int) -> dict[str, int]:
+    """Ratings spread over each dimension's range, by rating field."""
+    return {rating_name(key, agent): RUBRIC[key].values[(seed + agent + i) % len(RUBRIC[key].values)]
+            for agent in AGENTS for i, key in enumerate(DIMENSION_KEYS)}
+
+
+def rating(scores: dict[str, int], rationale: str) -> list[dict]:
+    """Results with ``scores`` and, per field, ``rationale`` naming its dimension and agent."""
+    return results_of({agent: {key: (rationale.format(key=key, agent=agent),
+                                     scores[rating_name(key, agent)])
+                               for key in DIMENSION_KEYS} for agent in AGENTS})
+
+
+GOOD = rating(scores_of(1), "I read the whole exchange and the {key} of agent {agent} "
+                            "shows in how they answered the other's proposal")
+STRAIGHT = rating(dict.fromkeys(scores_of(1), 0),
+                  "Considering every turn together, my impression of {key} for agent {agent} "
+                  "stays the same from start to finish")
+# Short rationales, one of them a spreadsheet formula.
+SHORT = [dict(result, value={"text": ['=HYPERLINK("http://x","ok")']})
+         if result["from_name"] == "believability_reasoning_1" else result
+         for result in rating(scores_of(1), "ok {key} {agent}")]
+
+
+class RatedStudy:
+    """A study of three episodes, k = 2, m = 2, its database and its study file; three
+    participants rated through the gateway, each spending ``MINUTES_PER_EPISODE`` on an episode:
+    one straight-lining, one careful, one with short rationales (in that order)."""
+
+    def __init__(self, client: Client, server: LocalServer, title: str, tmp: Path) -> None:
+        self.client, self.server, self.tmp = client, server, tmp
+        self.project = study_project(client, title, episodes=3)
+        self.settings: StudyFile = make_study(tmp, self.project)
+        self.path = write_study(self.settings, tmp / "study.json")
+        self.engine: Engine = open_store(self.settings.database)
+        app = create_app(prepare_gateway(self.settings, client, self.engine), secret=SECRET,
+                         editor_dir=EDITOR, https_only=False)
+        self.people: dict[str, Participant] = {}
+        for name, results in (("straight", STRAIGHT), ("good", GOOD), ("short", SHORT)):
+            someone = Participant(TestClient(app, base_url="http://127.0.0.1"))
+            someone.arrive()
+            someone.read_instructions()
+            while someone.open_episode().url.path.endswith("/rate"):
+                self.spend_time(someone.boot["assignment"])
+                assert someone.submit(results).status_code == 200
+            self.people[name] = someone
+        save_all_waiting(self.engine, client, "pilot")
+
+    def spend_time(self, key: str) -> None:
+        """The participant looked at the episode ``MINUTES_PER_EPISODE`` before submitting."""
+        with self.engine.begin() as conn:
+            shown = conn.execute(select(assignments.c.first_shown_at)
+                                 .where(assignments.c.key == key)).scalar_one()
+            conn.execute(update(assignments).where(assignments.c.key == key).values(
+                first_shown_at=shown - timedelta(minutes=MINUTES_PER_EPISODE)))
+
+    def tasks_of(self, name: str) -> set[int]:
+        with self.engine.connect() as conn:
+            return set(conn.execute(
+                select(assignments.c.task_id).where(assignments.c.state == "saved",
+                       assignments.c.participant_id == self._participant_id(name))).scalars())
+
+    def _participant_id(self, name: str) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(select(participants.c.id).where(
+                participants.c.external_id == self.people[name].pid)).scalar_one()
+
+    def review(self, *args: str) -> Result:
+        return CliRunner().invoke(main, [
+            "study", "review", "--study", str(self.path), "--url", self.server.url,
+            "--api-key", self.server.credentials.api_key, *args])
+
+    def decisions(self) -> dict[int, Row]:
+        with self.engine.connect() as conn:
+            return {row.visit_id: row for row in conn.execute(select(decisions))}
+
+    def marks(self) -> dict[str, str]:
+        """Every annotation's mark in its task's meta, by annotation id."""
+        return {annotation: decision
+                for task in self.client.tasks.list(project=self.project, include="id,meta")
+                for annotation, decision in (task.meta or {}).get("sotopia_review", {}).items()}
+
+    def annotations_of(self, name: str) -> set[str]:
+        with self.engine.connect() as conn:
+            return {str(a) for a in conn.execute(select(assignments.c.ls_annotation_id).where(
+                assignments.c.participant_id == self._participant_id(name))).scalars()}
+
+
+@pytest.fixture
+def rated(ls_client: Client, label_studio: LocalServer, project_title: str,
+          tmp_path: Path) -> RatedStudy:
+    study = RatedStudy(ls_client, label_studio, project_title, tmp_path)
+    # The researchers' reference for an episode the first two rated: the careful one's scores.
+    shared = study.tasks_of("straight") & study.tasks_of("good") - study.tasks_of("short")
+    assert shared, "the straight-liner and the careful participant share no episode"
+    with study.engine.begin() as conn:
+        conn.execute(insert(gold).values(study="pilot", task_id=min(shared),
+                                         reference=scores_of(1)))
+    return study
+
+
+def rows_by_name(study: RatedStudy, path: Path) -> dict[str, pd.Series]:
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    by_pid = {row["participant"]: row for _, row in frame.iterrows()}
+    return {name: by_pid[someone.pid] for name, someone in study.people.items()}
+
+
+# --- the review file ------------------------------------------------------------------------
+
+
+def test_the_review_file_suggests_a_decision_per_submission_with_a_reason_for_the_participant(
+        rated, tmp_path):
+    written = rated.review("-o", str(tmp_path / "review.csv"))
+
+    assert written.exit_code == 0, written.output
+    assert "3 submission(s); suggested: approve 1, look 1, reject 1" in written.output
+    rows = rows_by_name(rated, tmp_path / "review.csv")
+    straight, good, short = rows["straight"], rows["good"], rows["short"]
+    assert [row["submission"] for row in rows.values()] == [
+        someone.session for someone in rated.people.values()]
+
+    assert (straight["decision"], straight["rule"], straight["category"]) == (
+        "reject", "far_from_gold", "FAILED_CHECK")
+    assert (straight["straight_lining.fired"], straight["straight_lining.judged"]) == ("2", "2")
+    assert (straight["gold_episodes"], straight["episodes"]) == ("1", "1")
+    assert int(straight["gold_distance"]) > rated.settings.flags.gold_distance
+    assert len(straight["message"]) >= MIN_REJECTION_MESSAGE
+    assert "the same score for every question in 2 of 2 conversations" in straight["message"]
+
+    assert (good["decision"], good["rule"], good["message"], good["gold_distance"]) == (
+        "approve", "clean", "", "0")
+    assert all(good[f"{flag.name}.fired"] == "0" for flag in FLAGS)
+    assert float(good["minutes"]) == pytest.approx(2 * MINUTES_PER_EPISODE, abs=0.1)
+    assert float(good["median_minutes"]) == pytest.approx(MINUTES_PER_EPISODE, abs=0.1)
+
+    assert (short["decision"], short["rule"], short["gold_distance"]) == ("look", "flagged", "")
+    assert (short["short_rationale.fired"], short["short_rationale.judged"]) == ("1", "1")
+    assert "explanations shorter than 5 words in 1 of 1 conversations" in short["message"]
+    for row in rows.values():  # nothing of another participant in anyone's message
+        others = [p.pid for p in rated.people.values()] + ["HYPERLINK", "reasoning"]
+        assert not any(other in row["message"] for other in others)
+
+
+def test_no_cell_of_the_review_file_starts_a_spreadsheet_formula(rated, tmp_path):
+    assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
+    # A researcher's message that starts like a formula is recorded, then written again.
+    frame = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+    frame["message"] = "-" * 3 + " " + "Your explanations were too short to show the reading " \
+                       "the study asked for; please read the instructions again next time."
+    frame.to_csv(tmp_path / "edited.csv", index=False)
+    assert rated.review("--decisions", str(tmp_path / "edited.csv")).exit_code == 0
+
+    assert rated.review("-o", str(tmp_path / "again.csv")).exit_code == 0
+
+    text = (tmp_path / "again.csv").read_text()
+    cells = [cell for record in csv.reader(io.StringIO(text)) for cell in record]
+    assert cells and not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@")]
+    assert "=HYPERLINK" not in text
+    # Read back unchanged: the quote that made it text is no part of the message.
+    unchanged = rated.review("--decisions", str(tmp_path / "again.csv"))
+    assert "decisions recorded: none; 3 as recorded before" in unchanged.output
+
+
+# --- the researcher's decisions read back ---------------------------------------------------
+
+
+def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rated, tmp_path):
+    assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
+    frame = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+    short = frame["participant"] == rated.people["short"].pid
+    straight = frame["participant"] == rated.people["straight"].pid
+    frame.loc[short, ["decision", "category"]] = ["reject", "LOW_EFFORT"]
+    frame.loc[straight, "category"] = "LOW_EFFORT"
+    frame.to_csv(tmp_path / "review.csv", index=False)
+
+    recorded = rated.review("--decisions", str(tmp_path / "review.csv"))
+
+    assert recorded.exit_code == 0, recorded.output
+    assert "decisions recorded: approve 1, reject 2; 0 as recorded before" in recorded.output
+    assert "5 annotation(s) marked in Label Studio" in recorded.output
+    kept = {row.decision: row for row in rated.decisions().values()}
+    assert kept["approve"].message is None
+    assert sorted(row.category for row in rated.decisions().values() if row.category) == [
+        "LOW_EFFORT", "LOW_EFFORT"]
+    marks = rated.marks()
+    assert {marks[a] for a in rated.annotations_of("good")} == {"approve"}
+    assert {marks[a] for a in rated.annotations_of("short")} == {"reject"}
+    assert {marks[a] for a in rated.annotations_of("straight")} == {"reject"}
+
+    # Changed again: the new decision replaces the earlier one, in the database and the marks.
+    first = {visit: row.recorded_at for visit, row in rated.decisions().items()}
+    frame.loc[straight, ["decision", "message", "category"]] = ["approve", "", ""]
+    frame.to_csv(tmp_path / "review.csv", index=False)
+    again = rated.review("--decisions", str(tmp_path / "review.csv"))
+    assert "decisions recorded: approve 1; 2 as recorded before" in again.output
+    later = rated.decisions()
+    assert sum(later[visit].recorded_at > first[visit] for visit in later) == 1
+    assert {rated.marks()[a] for a in rated.annotations_of("straight")} == {"approve"}
+    assert len(rated.marks()) == 5
+
+
+@pytest.mark.parametrize("edit, line_column", [
+    ({"decision": "reject", "category": "LOW_EFFORT", "message": "x" * 40}, "column message"),
+    ({"decision": "maybe"}, "column decision"),
+    ({"submission": "f" * 24}, "column submission"),
+    ({"participant": "0" * 24}, "column participant"),
+    ({"decision": "reject", "category": "TOO_BAD"}, "column category"),
+])
+def test_a_bad_edited_file_names_file_line_and_column_and_records_nothing(
+        rated, tmp_path, edit, line_column):
+    assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
+    frame = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+    for column, value in edit.items():
+        frame.loc[2, column] = value  # the third row: line 4 of the file
+    frame.to_csv(tmp_path / "review.csv", index=False)
+
+    refused = rated.review("--decisions", str(tmp_path / "review.csv"))
+
+    assert refused.exit_code != 0
+    lines = refused.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in refused.output
+    assert f"{tmp_path / 'review.csv'}: line 4, {line_column}:" in lines[0]
+    assert rated.decisions() == {} and rated.marks() == {}
+
+
+# --- the suggestion rules, on plain data ----------------------------------------------------
+
+
+def visit(outcome: str = "completed", **fired: list[bool]) -> Visit:
+    """A visit whose ratings gave, per flag named, these results (one per rating)."""
+    count = max(map(len, fired.values()), default=1)
+    return Visit(1, "p" * 24, "s" * 24, outcome, tuple(
+        Rated(task, False, 300.0, None, tuple(FlagResult(name, results[task], "")
+                                             for name, results in fired.items()))
+        for task in range(count)), "")
+
+
+@pytest.mark.parametrize("shown, rule", [
+    (visit(gold_distance=[True, True, False]), "far_from_gold"),
+    (visit(gold_distance=[True, False], straight_lining=[True, True]), "straight_lining"),
+    (visit(straight_lining=[True, False]), "flagged"),
+    (visit(UNFINISHED, short_rationale=[False]), UNFINISHED),
+    (visit(too_fast=[False, True]), "flagged"),
+    (visit(too_fast=[False, False]), "clean"),
+    (visit("no_slots"), "clean"),
+])
+def test_the_first_rule_that_applies_suggests_the_decision(shown, rule):
+    assert suggestion(shown).name == rule
+
+
+def test_every_flag_has_wording_for_the_participant_and_every_rejection_is_long_enough():
+    assert set(PARTICIPANT_WORDING) == {flag.name for flag in FLAGS}
+    thresholds = FlagThresholds()
+    for rule in RULES:
+        message = participant_message(visit(short_rationale=[True]), rule, thresholds)
+        assert len(message) >= MIN_REJECTION_MESSAGE, rule.name
+    assert participant_message(visit(), APPROVE, thresholds) == ""
