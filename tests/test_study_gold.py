@@ -8,20 +8,48 @@ serve participants through the gateway on the session's real Label Studio.
 
 from __future__ import annotations
 
+import json
+import re
+import secrets
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+import pandas as pd
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import Engine, select
+from starlette.testclient import TestClient
 
-from study_support import check_invariants, make_study
+from conftest import results_of
+from study_support import (
+    BOOT,
+    EDITOR,
+    Participant,
+    answers,
+    check_invariants,
+    make_study,
+    prolific_id,
+    study_project,
+)
 from test_study_leases import visitor
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import rating_name
 from sotopia_ls.errors import StudyError
+from sotopia_ls.exporter.tables import WIDE_COLUMNS
+from sotopia_ls.labelstudio.client import Client, project_task_data
+from sotopia_ls.labelstudio.tasks import EPISODE_ID
 from sotopia_ls.study import arrival, leases
+from sotopia_ls.study.app import create_app
+from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.study.gold import csv_references
+from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.settings import StudyFile
 from sotopia_ls.study.store import assignments, gold, open_store, slots
 
+SECRET = secrets.token_urlsafe(32)
 ORDINARY = list(range(1, 41))
 GOLD = [101, 102, 103, 104]
 RESULTS = [{"from_name": "stand-in", "value": {}}]  # settle stores whatever it is given
@@ -164,3 +192,299 @@ def test_a_reference_read_again_replaces_the_one_recorded(tmp_path):
     with engine.connect() as conn:
         stored = dict(conn.execute(select(gold.c.task_id, gold.c.reference)).all())
     assert stored[101] == {"believability_1": 3} and stored[102] == {"believability_1": 7}
+
+
+# --- references, read at the gateway's start ------------------------------------------------
+
+
+def reference_of(seed: int) -> dict[str, int]:
+    """A valid reference: the ratings of ``answers(seed)``."""
+    return {rating_name(key, agent): score for agent, pairs in answers(seed).items()
+            for key, (_, score) in pairs.items()}
+
+
+def write_references(path: Path, rows: list[dict[str, object]]) -> Path:
+    """A CSV in the oTree layout: the export's wide columns, rationales left empty."""
+    table = pd.DataFrame([{column: "" for column in WIDE_COLUMNS} | row for row in rows],
+                         columns=list(WIDE_COLUMNS))
+    table.to_csv(path, index=False)
+    return path
+
+
+class GoldStudy:
+    """A study on a fresh project of ``episodes`` sample episodes, its first ``golden`` ones
+    gold, with its gateway app in this process."""
+
+    def __init__(self, client: Client, tmp: Path, *, episodes: int, golden: int,
+                 **fields: object) -> None:
+        self.client = client
+        self.project = study_project(client, f"test_gold_{prolific_id()[:8]}", episodes)
+        data = project_task_data(client, self.project)
+        self.episode_ids = {task: d[EPISODE_ID] for task, d in sorted(data.items())}
+        self.gold = {task: reference_of(seed)
+                     for seed, task in enumerate(sorted(data)[:golden], start=1)}
+        references = write_references(tmp / "references.csv", [
+            {"pk": self.episode_ids[task], **reference} for task, reference in self.gold.items()])
+        self.settings = make_study(tmp, self.project, gold_references=str(references), **fields)
+        self.engine = open_store(self.settings.database)
+        self.app = create_app(prepare_gateway(self.settings, client, self.engine),
+                              secret=SECRET, editor_dir=EDITOR, https_only=False)
+
+    def participant(self) -> Recorded:
+        return Recorded(TestClient(self.app, base_url="http://127.0.0.1"))
+
+    def gold_keys(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(assignments.c.key).where(
+                assignments.c.task_id.in_(list(self.gold)))).scalars())
+
+
+@dataclass
+class Recorded(Participant):
+    """A participant whose client keeps every response it receives, redirects included."""
+
+    def __post_init__(self) -> None:
+        self.received: list[httpx.Response] = []
+        self.pages: list[tuple[str, httpx.Response]] = []  # (assignment key, its rate page)
+        self.http.event_hooks = {"response": [self._keep]}
+
+    def _keep(self, response: httpx.Response) -> None:
+        response.read()
+        self.received.append(response)
+
+    def open_episode(self) -> httpx.Response:
+        page = super().open_episode()
+        if self.boot is not None:
+            self.pages.append((self.boot["assignment"], page))
+        return page
+
+
+def test_references_from_a_csv_in_the_otree_layout_make_their_episodes_gold(
+        ls_client, tmp_path):
+    study = GoldStudy(ls_client, tmp_path, episodes=4, golden=2, gold_share=0.2)
+
+    with study.engine.connect() as conn:
+        stored = dict(conn.execute(select(gold.c.task_id, gold.c.reference)).all())
+        slotted = set(conn.execute(select(slots.c.task_id)).scalars())
+    assert stored == study.gold
+    assert slotted == set(study.episode_ids) - set(study.gold)
+
+
+def test_references_from_ground_truth_annotations_when_the_study_names_no_csv(
+        ls_client, tmp_path):
+    project = study_project(ls_client, f"test_gold_{prolific_id()[:8]}", episodes=3)
+    first, second, third = sorted(project_task_data(ls_client, project))
+    expert = ls_client.users.create(username=f"expert-{prolific_id()[:6]}",
+                                    email=f"expert-{prolific_id()[:6]}@gold.test").id
+    for task, seed, marked in ((first, 4, True), (second, 5, False)):
+        ls_client.annotations.create(id=task, result=results_of(answers(seed)),
+                                     completed_by=expert, ground_truth=marked)
+    study = make_study(tmp_path, project, qualification=QUALIFICATION)
+    engine = open_store(study.database)
+
+    prepare_gateway(study, ls_client, engine)
+
+    with engine.connect() as conn:
+        assert dict(conn.execute(select(gold.c.task_id, gold.c.reference)).all()) == {
+            first: reference_of(4)}
+
+
+def test_a_ground_truth_rating_out_of_range_is_refused_naming_task_annotation_and_field(
+        ls_client, tmp_path):
+    project = study_project(ls_client, f"test_gold_{prolific_id()[:8]}", episodes=1)
+    (task,) = project_task_data(ls_client, project)
+    result = [r if r["from_name"] != "secret_2" else r | {"value": {"choices": ["5"]}}
+              for r in results_of(answers(1))]
+    made = ls_client.annotations.create(id=task, result=result, ground_truth=True).id
+    study = make_study(tmp_path, project, gold_share=0.2)
+
+    with pytest.raises(StudyError) as refused:
+        prepare_gateway(study, ls_client, open_store(study.database))
+
+    assert str(refused.value) == (f"project {project} [task {task} annotation {made}]: "
+                                  "secret_2: secret score 5 is outside -10 to 0")
+
+
+def test_a_study_that_uses_gold_without_any_reference_is_refused_at_start_with_the_fix(
+        ls_client, tmp_path):
+    project = study_project(ls_client, f"test_gold_{prolific_id()[:8]}", episodes=1)
+    study = make_study(tmp_path, project, gold_share=0.2)
+
+    with pytest.raises(StudyError, match=(
+            rf"study pilot serves gold episodes but project {project} has no ground-truth "
+            r"annotation: give the reference ratings in a CSV .* as the study's "
+            r"gold_references, or mark an annotation .* as ground truth")):
+        prepare_gateway(study, ls_client, open_store(study.database))
+
+
+TASKS_BY_EPISODE = {"ep-one": 1, "ep-two": 2}
+GOOD = {"pk": "ep-one", **reference_of(1)}
+
+
+@pytest.mark.parametrize("rows, where, field, reason", [
+    ([GOOD | {"believability_2": "11"}], "row 2", "believability_2",
+     "believability score 11 is outside 0 to 10"),
+    ([GOOD, GOOD | {"pk": "ep-two", "secret_1": "3"}], "row 3", "secret_1",
+     "secret score 3 is outside -10 to 0"),
+    ([GOOD | {"goal_1": ""}], "row 2", "goal_1", "missing rating"),
+    ([GOOD | {"knowledge_2": "3.5"}], "row 2", "knowledge_2", "not an integer: '3.5'"),
+    ([GOOD | {"pk": "01H-NOT-IMPORTED"}], "row 2", "pk",
+     "episode '01H-NOT-IMPORTED' is no task of project 7: import it first, or drop its row"),
+    ([GOOD, GOOD | {"goal_1": str(10 - GOOD["goal_1"])}], "row 3", "goal_1",
+     f"{10 - GOOD['goal_1']} where row 2 has {GOOD['goal_1']} for the same episode"),
+])
+def test_a_bad_reference_csv_is_refused_in_one_line_naming_file_row_and_field(
+        tmp_path, rows, where, field, reason):
+    path = write_references(tmp_path / "references.csv", rows)
+
+    with pytest.raises(StudyError) as refused:
+        csv_references(path, TASKS_BY_EPISODE, project=7)
+
+    message = str(refused.value)
+    assert message.startswith(f"{path} [{where}]: {field}: {reason}")
+    assert "\n" not in message
+
+
+def test_a_reference_csv_without_a_rating_column_is_refused_naming_the_column(tmp_path):
+    path = tmp_path / "references.csv"
+    pd.DataFrame([GOOD]).drop(columns=["goal_2"]).to_csv(path, index=False)
+
+    with pytest.raises(StudyError, match=rf"^{re.escape(str(path))} \[row 1\]: goal_2: no such "
+                                         r"column"):
+        csv_references(path, TASKS_BY_EPISODE, project=7)
+
+
+def test_the_same_reference_written_twice_is_one_reference(tmp_path):
+    path = write_references(tmp_path / "references.csv", [GOOD, GOOD])
+
+    assert csv_references(path, TASKS_BY_EPISODE, project=7) == {1: reference_of(1)}
+
+
+def test_study_sync_with_a_bad_reference_csv_exits_with_one_line_and_no_traceback(
+        ls_client, label_studio, tmp_path):
+    study = GoldStudy(ls_client, tmp_path, episodes=2, golden=1, gold_share=0.2)
+    first = study.episode_ids[min(study.gold)]
+    write_references(Path(study.settings.gold_references),
+                     [{"pk": first, **reference_of(1), "goal_2": "12"}])
+    study_file = tmp_path / "study.json"
+    study_file.write_text(study.settings.model_dump_json())
+
+    result = CliRunner().invoke(main, ["study", "sync", "--study", str(study_file)], env={
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key})
+
+    assert result.exit_code != 0
+    assert (f"{study.settings.gold_references} [row 2]: goal_2: goal score 12 is outside 0 to 10"
+            in result.output)
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+# --- what participants receive -------------------------------------------------------------
+
+BOOT_OR_COUNT = re.compile(
+    r'(<script type="application/json" id="boot">).*?(</script>)|\d+', re.DOTALL)
+# Headers that differ between any two responses, gold or not.
+VARYING = {"date", "content-length", "set-cookie"}
+
+
+def shape(value: object) -> object:
+    """What a value looks like, not what it holds: keys, kinds, and the form of an id."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return sorted({repr(shape(item)) for item in value})
+    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32}", value):
+        return "key"
+    return type(value).__name__
+
+
+def as_received(response: httpx.Response) -> tuple[object, ...]:
+    """A response with everything that differs between any two episodes left out: status,
+    address, header names and values (but the varying ones), the page with its boot data and
+    numbers blanked, and the shape of its boot data."""
+    found = BOOT.search(response.text)
+    headers = tuple(sorted((name, value) for name, value in response.headers.items()
+                           if name not in VARYING))
+    return (response.status_code, response.request.method, BOOT_OR_COUNT.sub(
+        lambda match: "".join(part or "" for part in match.groups()), response.text),
+        re.sub(r"\d+", "N", str(response.url)), headers,
+        json.dumps(shape(json.loads(found.group(1))), sort_keys=True) if found else None)
+
+
+def leaks(body: str, references: dict[int, dict[str, int]]) -> list[str]:
+    """Anything in ``body`` that would tell gold apart: the word, or a reference's rating
+    (the instructions speak of references: only the JSON form of one would be a leak)."""
+    found = [word for word in ("gold", "ground_truth") if word in body.lower()]
+    return found + [f"{name}={score}" for reference in references.values()
+                    for name, score in reference.items()
+                    if re.search(rf'"{name}"\s*:\s*{score}\b', body)]
+
+
+@pytest.fixture(scope="module")
+def crowd_at_20_percent(ls_client, tmp_path_factory) -> tuple[GoldStudy, list[Recorded]]:
+    """Twenty participants, five episodes each, 20% gold: three gold episodes among twelve
+    ordinary ones rated by ten participants each."""
+    study = GoldStudy(ls_client, tmp_path_factory.mktemp("crowd"), episodes=15, golden=3,
+                      gold_share=0.2, episodes_per_participant=5, raters_per_episode=10)
+    people = [study.participant() for _ in range(20)]
+    for seed, someone in enumerate(people):
+        someone.begin()
+        for turn in range(5):
+            assert someone.rate(seed * 10 + turn).status_code == 200
+            someone.open_episode()
+    return study, people
+
+
+def test_gold_at_20_percent_reaches_every_participant_at_that_rate(crowd_at_20_percent):
+    study, people = crowd_at_20_percent
+    gold_keys = study.gold_keys()
+
+    shares = [sum(key in gold_keys for key, _ in someone.pages[:5]) / 5 for someone in people]
+
+    assert shares == [0.2] * len(people)
+    with study.engine.connect() as conn:
+        states = Counter(conn.execute(select(assignments.c.state)).scalars())
+    assert states == {"saving": 100}
+    saved = save_all_waiting(study.engine, study.client, study.settings.name)
+    assert saved == 100
+    gold_annotations = [a for task in study.gold for a in study.client.annotations.list(id=task)]
+    assert len(gold_annotations) == 20  # any number of raters: far beyond k on some
+    check_invariants(study.engine, study.settings)
+
+
+def test_nothing_a_participant_received_tells_a_gold_episode_from_another(crowd_at_20_percent):
+    study, people = crowd_at_20_percent
+    gold_keys = study.gold_keys()
+    pages: dict[bool, set[tuple[object, ...]]] = {True: set(), False: set()}
+    for someone in people:
+        for key, page in someone.pages[:5]:
+            pages[key in gold_keys].add(as_received(page))
+        for response in someone.received:
+            assert not leaks(response.text, study.gold), response.url
+            assert not leaks(json.dumps(dict(response.headers)), study.gold), response.url
+
+    assert len(pages[True]) == 1 and pages[True] == pages[False]
+    # What follows a rating's submission does not depend on what was rated either.
+    answers_to_submits = {as_received(r) for someone in people for r in someone.received
+                          if r.request.method == "POST" and r.url.path.endswith("/submit")}
+    assert len(answers_to_submits) == 2  # "the next episode" and, after the fifth, "done"
+
+
+def test_a_qualification_round_serves_only_gold_episodes_through_the_gateway(
+        ls_client, tmp_path):
+    study = GoldStudy(ls_client, tmp_path, episodes=4, golden=2, qualification=QUALIFICATION,
+                      episodes_per_participant=2, raters_per_episode=1)
+    people = [study.participant() for _ in range(3)]
+
+    for seed, someone in enumerate(people):
+        someone.begin()
+        assert someone.rate(seed).status_code == 200
+        someone.open_episode()
+        assert someone.rate(seed + 1).status_code == 200
+
+    assert {key for someone in people for key, _ in someone.pages} == study.gold_keys()
+    assert save_all_waiting(study.engine, study.client, study.settings.name) == 6
+    for task in study.gold:  # k is 1, yet each gold episode has all three raters
+        assert len(study.client.annotations.list(id=task)) == 3
+    for task in set(study.episode_ids) - set(study.gold):
+        assert study.client.annotations.list(id=task) == []

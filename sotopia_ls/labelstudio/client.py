@@ -523,6 +523,19 @@ def project_task_data(client: Client, project_id: int) -> dict[int, dict[str, An
         return {task.id: dict(task.data or {}) for task in tasks}
 
 
+def ground_truth_results(client: Client, project_id: int) -> dict[int, tuple[int, list[Any]]]:
+    """``task id → (annotation id, result)`` of the project's ground-truth annotations
+    (cancelled ones left out). Label Studio keeps at most one per task."""
+    found: dict[int, tuple[int, list[Any]]] = {}
+    with sdk_errors("listing ground-truth annotations", project=project_id):
+        # fields="all" is what makes Label Studio list a task's annotations with it.
+        for task in client.tasks.list(project=project_id, fields="all", page_size=_PAGE_SIZE):
+            for annotation in task.annotations or []:
+                if annotation.get("ground_truth") and not annotation.get("was_cancelled"):
+                    found[task.id] = (annotation["id"], annotation.get("result") or [])
+    return found
+
+
 def user_annotation(client: Client, task_id: int, user_id: int) -> int | None:
     """The id of the user's (first) annotation on the task, if there is one."""
     with sdk_errors(f"listing the annotations of task {task_id}"):

@@ -15,6 +15,7 @@ from ..config import check_labeling_config, instructions_html
 from ..errors import LabelStudioError
 from ..labelstudio.client import Client, find_project, project_task_data
 from . import leases
+from .gold import gold_references
 from .saving import LabelStudioWriter, to_names
 from .settings import StudyFile
 from .shown import ShownFields
@@ -43,16 +44,18 @@ def project_config(study: StudyFile, client: Client) -> str:
 
 def add_new_episodes(study: StudyFile, client: Client, engine: Engine, config: str) -> int:
     """Copy the shown part of every task the gateway's database does not hold yet, each with
-    its k slots; how many were new. Running gateways offer them at once: assignment reads the
-    slots from the database."""
+    its k slots, and, in a study that uses gold, the gold episodes' references (read again
+    each time: ``gold.gold_references``); how many tasks were new. Running gateways offer
+    them at once: assignment reads the slots and the gold from the database."""
     fields = ShownFields.of(config)
     data = project_task_data(client, study.project)
     if not data:
         raise LabelStudioError("the project has no tasks: import episodes first",
                                project=study.project)
+    references = gold_references(study, client, data) if study.uses_gold else None
     return leases.add_episodes(engine, study.name,
                                {task: fields.shown(d) for task, d in data.items()},
-                               study.raters_per_episode)
+                               study.raters_per_episode, references)
 
 
 def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway:
