@@ -34,4 +34,6 @@ Screening and paying a study (under way, not yet a command):
 - ``typing_counts``  the characters of each rationale pasted and typed, as the rating page
                 counts them, kept with the rating
 - ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups
+- ``qualification``  a qualification round's visit scored against the gold references once it
+                completed, the round's allow-list, and admission to a main study requiring it
 """

@@ -19,7 +19,9 @@ from ..options import failures_as_messages, server_options
 from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
 from .settings import (
     DATABASE_ENV,
+    MOST_GOLD,
     PASSWORD_PLACES,
+    QUALIFYING_DISTANCE,
     SECRET_ENV,
     STUDY_FILE,
     completion_url,
@@ -101,6 +103,28 @@ def study_command() -> None:
               "is left out of the file.")
 @click.option("--secret-env", default=SECRET_ENV, show_default=True,
               help="Environment variable that will hold the session key.")
+@click.option("--qualification", "is_qualification", is_flag=True,
+              help="This study is a qualification round: it serves gold episodes only and "
+              "scores whoever completes it; passers get the completion code and join its "
+              "allow-list, the others the screen-out code (never their score).")
+@click.option("--screen-out-code",
+              help="Code for participants who complete the qualification round without "
+              "passing (required with --qualification).")
+@click.option("--screen-out-url", "screen_out_link",
+              help="Where those participants go [default: Prolific's link with that code].")
+@click.option("--max-distance", type=click.IntRange(0, 20),
+              help="A participant passes the qualification round when every rating is within "
+              f"this many points of the reference [default: {QUALIFYING_DISTANCE}, "
+              "Sotopia-pi's rule].")
+@click.option("--requires-qualification", metavar="NAME",
+              help="Admit only the participants who passed the qualification round NAME (a "
+              "study on the same database); anyone else is asked to return the study.")
+@click.option("--gold-share", type=click.FloatRange(0, MOST_GOLD), default=0, show_default=True,
+              help="Share of each participant's episodes that are gold episodes, hidden among "
+              "the others (each participant's distance to the references is kept).")
+@click.option("--gold-references", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CSV in the oTree layout holding the gold episodes' reference ratings (pk: "
+              "the episode id) [default: the project's ground-truth annotations].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=STUDY_FILE, show_default=True, help="Where to write the study file.")
 @click.option("--force", is_flag=True, help="Replace an existing study file.")
@@ -109,17 +133,29 @@ def init_command(
     name: str, project: str, completion_code: str, completion_link: str | None,
     raters_per_episode: int, episodes_per_participant: int, lease_minutes: float,
     no_slots_code: str | None, no_slots_link: str | None, title: str, database: str | None,
-    secret_env: str, output: Path, force: bool, url: str | None, api_key: str | None,
+    secret_env: str, is_qualification: bool, screen_out_code: str | None,
+    screen_out_link: str | None, max_distance: int | None, requires_qualification: str | None,
+    gold_share: float, gold_references: Path | None, output: Path, force: bool,
+    url: str | None, api_key: str | None,
 ) -> None:
     """Write a study file for a Label Studio project (checked on the server).
 
     Example:
 
         sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --no-slots-code NOSLOT1
+
+        sotopia-ls study init --name screening --project 4 --completion-code Q1PASS --qualification --screen-out-code Q1OUT --gold-references gold.csv
+
+        sotopia-ls study init --name main --project 3 --completion-code C1A2B3 --requires-qualification screening --gold-share 0.2
     """
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
+    qualification = _qualification(is_qualification, screen_out_code, screen_out_link,
+                                    max_distance)
+    if gold_references is not None and not (is_qualification or gold_share):
+        raise click.ClickException("--gold-references needs --qualification or --gold-share: "
+                                   "without either the study serves no gold episode")
     given = database or default_database(name)
     with failures_as_messages():
         study = serve.init_study(
@@ -131,16 +167,49 @@ def init_command(
             no_slots_code=no_slots_code,
             no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code else None),
             database=without_password(given), secret_env=secret_env,
+            qualification=qualification, requires_qualification=requires_qualification,
+            gold_share=gold_share,
+            gold_references=str(gold_references.resolve()) if gold_references else None,
         )
     click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                f"{study.raters_per_episode} raters per episode, "
                f"{study.episodes_per_participant} episodes per participant")
+    if study.qualification is not None:
+        click.echo(f"A qualification round: whoever has every rating within "
+                   f"{study.qualification.max_distance} of the reference gets "
+                   f"{study.completion_code} and joins its allow-list; the others get "
+                   f"{study.qualification.screen_out_code}.")
+    if study.requires_qualification:
+        click.echo(f"Admits only the allow-list of the qualification round "
+                   f"{study.requires_qualification} (on the same database).")
     click.echo("On Prolific, set the study URL to\n  "
                + serve.participant_link(study, "https://YOUR-GATEWAY-ADDRESS"))
     click.echo(f"Before `sotopia-ls study serve`, set {study.secret_env} to a random key.")
     if study.database != given:
         click.echo(f"The database password was left out of {output}: give it to the gateway "
                    f"in {PASSWORD_PLACES}.")
+
+
+def _qualification(is_qualification: bool, screen_out_code: str | None,
+                   screen_out_link: str | None, max_distance: int | None) -> dict | None:
+    """The study file's ``qualification`` from ``study init``'s options, or None for a study
+    that is no qualification round; options of a round given without ``--qualification``, or
+    a round without its screen-out code, are one line naming the option."""
+    if not is_qualification:
+        given = [option for option, value in (("--screen-out-code", screen_out_code),
+                                              ("--screen-out-url", screen_out_link),
+                                              ("--max-distance", max_distance))
+                 if value is not None]
+        if given:
+            raise click.ClickException(f"{given[0]} applies to a qualification round only: "
+                                       "add --qualification")
+        return None
+    if screen_out_code is None:
+        raise click.ClickException("--qualification needs --screen-out-code: the code for "
+                                   "participants who complete the round without passing")
+    rule = {} if max_distance is None else {"max_distance": max_distance}
+    return {"screen_out_code": screen_out_code,
+            "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
 
 
 @study_command.command("serve")

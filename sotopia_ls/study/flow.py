@@ -1,6 +1,9 @@
 """A participant's journey as an ordered list of pages, as in oTree's ``page_sequence``:
 
-    arrival (the Prolific link) → instructions → rate (× m) → done
+    arrival (the Prolific link) → [admission] → instructions → rate (× m) → done
+
+(admission: only in a study that requires a qualification round, for whoever is not on its
+allow-list.)
 
 Each page (``page.Page``) says whether it is displayed, what its template gets and what its
 submit does; the app builds the routes from ``PAGE_SEQUENCE``. Reordering or adding a page (a
@@ -15,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from . import arrival, leases
+from . import arrival, leases, qualification
 from .arrival import Visit
 from .page import NotAccepted, Page, Script, Turn
 from .saving import checked_results
@@ -39,6 +42,34 @@ class Submission(BaseModel):
     results: list[Any] = Field(max_length=500)
     # Characters pasted and typed per rationale field; a page made before the counts sends none.
     typing: TypingCounts | None = None
+
+
+NOT_ADMITTED = ("This study is open only to participants who passed its qualification round. "
+                "Please return it on Prolific.")
+
+
+class Admission(Page):
+    """A study that requires a qualification round admits only its allow-list: anyone else
+    stays on this page (no code, no episode). Whoever is admitted passes it once, recorded
+    with the visit's answers, so later pages never ask again."""
+
+    name = "admission"
+    submit = None
+
+    @property
+    def template(self) -> str:
+        return "problem.html"
+
+    def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
+        return study.requires_qualification is not None and self.name not in visit.answered
+
+    def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
+        required = turn.study.requires_qualification
+        if required is not None and qualification.visit_admitted(turn.engine, required,
+                                                                 turn.visit.id):
+            arrival.record_answers(turn.engine, turn.visit.id, self.name, {"admitted": True})
+            return None
+        return {"message": NOT_ADMITTED}
 
 
 class Instructions(Page):
@@ -119,8 +150,19 @@ class Rate(Page):
         return after
 
 
+def _leaving(turn: Turn) -> tuple[str, str]:
+    """The code and address of a completed visit: the completion code, except for someone who
+    did not pass a qualification round, who gets its screen-out code (never why)."""
+    study, qualifying = turn.study, turn.study.qualification
+    if qualifying is None or qualification.score_visit(
+            turn.engine, study.name, turn.visit.id, qualifying.max_distance).passed:
+        return study.completion_code, study.completion_url
+    return qualifying.screen_out_code, qualifying.screen_out_url
+
+
 class Done(Page):
-    """The completion code and the way back to Prolific, or why there was nothing to rate."""
+    """The completion code (a qualification round's screen-out code for someone who did not
+    pass) and the way back to Prolific, or why there was nothing to rate."""
 
     name = "done"
     submit = None
@@ -134,9 +176,9 @@ class Done(Page):
             arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
             visit = arrival.load_visit(turn.engine, visit.id)
         if visit.outcome == "completed":
-            return {"completed": True, "code": study.completion_code,
-                    "url": study.completion_url, "rated": visit.rated}
+            code, url = _leaving(turn)
+            return {"completed": True, "code": code, "url": url, "rated": visit.rated}
         return {"completed": False, "code": study.no_slots_code, "url": study.no_slots_url}
 
 
-PAGE_SEQUENCE: tuple[Page, ...] = (Instructions(), Rate(), Done())
+PAGE_SEQUENCE: tuple[Page, ...] = (Admission(), Instructions(), Rate(), Done())
