@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import threading
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from study_support import (
 from test_study import browser  # noqa: F401  (a fixture)
 from test_study_leases import visitor
 from test_study_pages import serving
+from test_postgres import POSTGRES, database_settings, start_postgres
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
 from sotopia_ls.labelstudio.client import Client
@@ -89,10 +91,11 @@ def round_study(tmp: Path, project: int, *, max_distance: int = 2, **fields: Any
 # --- scoring, on the database -------------------------------------------------------------------
 
 
-def round_database(tmp_path: Path, reference: dict[str, int] = REFERENCE,
+def round_database(tmp_path: Path, reference: dict[str, int] = REFERENCE, url: str | None = None,
                    **fields: Any) -> tuple[Engine, StudyFile]:
+    """A round's database (SQLite, or the database at ``url``) holding its gold episodes."""
     study = round_study(tmp_path, 1, **fields)
-    engine = open_store(study.database)
+    engine = open_store(url or study.database)
     leases.add_episodes(engine, study.name, {task: {} for task in GOLD}, study.raters_per_episode,
                         references={task: reference for task in GOLD})
     return engine, study
@@ -182,19 +185,41 @@ def test_a_reference_without_a_rubric_rating_qualifies_nobody_and_records_nothin
     assert rows(engine, qualification_results) == 0 and rows(engine, allow_list) == 0
 
 
+def scored_at_once(engines: list[Engine], study: StudyFile,
+                   visit: arrival.Visit) -> list[qualification.Verdict]:
+    """The visit's done page asked for through each engine, four times, all at once."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda engine: score(engine, study, visit), engines * 4))
+
+
 def test_many_requests_scoring_one_visit_at_once_record_it_once(tmp_path):
     engine, study = round_database(tmp_path)
     visit = completed(engine, study, {})
-    verdicts: list[qualification.Verdict] = []
-    threads = [threading.Thread(target=lambda: verdicts.append(score(engine, study, visit)))
-               for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
-    assert verdicts == [qualification.Verdict(True, 0)] * 8
+    assert scored_at_once([engine, engine], study, visit) == [qualification.Verdict(True, 0)] * 8
     assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 1
+
+
+@pytest.mark.postgres
+def test_on_postgresql_two_gateways_scoring_one_visit_record_it_once(tmp_path):
+    cluster = start_postgres()
+    try:
+        env = database_settings(cluster)
+        url = (f"postgresql://{env['POSTGRE_USER']}:{env['POSTGRE_PASSWORD']}@"
+               f"{env['POSTGRE_HOST']}:{env['POSTGRE_PORT']}/{env['POSTGRE_NAME']}")
+        engine, study = round_database(tmp_path, url=url)
+        other = open_store(url)  # a second gateway process: its own pool, the same database
+        visit = completed(engine, study, {}, {})
+
+        verdicts = scored_at_once([engine, other], study, visit)
+
+        assert verdicts == [qualification.Verdict(True, 0)] * 8
+        assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 1
+        assert qualification.admitted(other, ROUND, pid_of(engine, visit))
+        engine.dispose()
+        other.dispose()
+    finally:
+        subprocess.run([str(POSTGRES), "stop", str(cluster)], check=False)
 
 
 # --- study init ---------------------------------------------------------------------------------
