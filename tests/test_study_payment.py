@@ -15,16 +15,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner, Result
 from prolific_stand_in import TOKEN, StandIn, serving
 from sqlalchemy import Engine, insert, select, update
 from study_support import make_study, prolific_id
 
+from sotopia_ls.cli import main
 from sotopia_ls.errors import StudyError
 from sotopia_ls.study import arrival
 from sotopia_ls.study.arrival import ProlificParameters
 from sotopia_ls.study.payment import Payment, apply_decisions
 from sotopia_ls.study.prolific import Prolific
-from sotopia_ls.study.settings import StudyFile
+from sotopia_ls.study.review import read_review, record_decisions
+from sotopia_ls.study.settings import StudyFile, write_study
 from sotopia_ls.study.store import (
     allow_list,
     decisions,
@@ -329,3 +332,89 @@ def test_sending_without_a_token_says_how_to_go_on(engine, study):
     with pytest.raises(StudyError, match="set PROLIFIC_TOKEN, or write the files .* "
                                          "--prolific-files DIR"):
         pay(engine, study, None, send=True)
+
+
+# --- the researcher's commands: the review file edited, read back, then --apply -------------
+
+
+def review(runner: CliRunner, study_file: Path, *options: str,
+           env: dict[str, str] | None = None) -> Result:
+    return runner.invoke(main, ["study", "review", "--study", str(study_file), *options],
+                         env={"PROLIFIC_TOKEN": "", **(env or {})})
+
+
+def test_apply_approves_and_rejects_exactly_the_edited_rows_and_a_second_apply_sends_nothing(
+        tmp_path, study, engine, prolific):
+    study_file = write_study(study, tmp_path / "study.json")
+    arrived = [visitor(engine, study) for _ in range(4)]
+    runner = CliRunner()
+    assert review(runner, study_file, "-o", str(tmp_path / "review.csv")).exit_code == 0
+    # The researcher edits the file: two approvals, a rejection with its message, one to look
+    # at again; the file is read back as `study review --decisions` reads it.
+    edited = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+    decided = dict(zip([ids(engine, visit)[0] for visit in arrived],
+                       ["approve", "reject", "approve", "look"], strict=True))
+    edited["decision"] = edited["submission"].map(decided)
+    edited["message"] = [REASON if d == "reject" else "" for d in edited["decision"]]
+    edited["category"] = ["LOW_EFFORT" if d == "reject" else "" for d in edited["decision"]]
+    edited.to_csv(tmp_path / "review.csv", index=False)
+    record_decisions(engine, read_review(tmp_path / "review.csv", engine, study))
+
+    dry = review(runner, study_file, "--apply", "--prolific-url", prolific.base_url)
+
+    assert dry.exit_code == 0, dry.output
+    assert "2 to approve (in 1 bulk-approve request(s)), 1 to reject, 1 waiting" in dry.output
+    assert dry.output.endswith("dry run: nothing was sent to Prolific (add --send to send "
+                               "it)\n")
+    assert prolific.requests == []
+
+    sent = review(runner, study_file, "--apply", "--send", "--prolific-url", prolific.base_url,
+                  env={"PROLIFIC_TOKEN": TOKEN})
+
+    assert sent.exit_code == 0, sent.output
+    approved = [s for s, d in decided.items() if d == "approve"]
+    (rejected,) = [s for s, d in decided.items() if d == "reject"]
+    assert prolific.sent() == [
+        ("POST", BULK, {"submission_ids": approved}),
+        ("POST", TRANSITION.format(rejected),
+         {"action": "REJECT", "message": REASON, "rejection_category": "LOW_EFFORT"})]
+    assert "sent: 2 approved, 1 rejected" in sent.output
+    assert TOKEN not in sent.output
+
+    again = review(runner, study_file, "--apply", "--send", "--prolific-url", prolific.base_url,
+                   env={"PROLIFIC_TOKEN": TOKEN})
+
+    assert again.exit_code == 0, again.output
+    assert "0 to approve (in 0 bulk-approve request(s)), 0 to reject" in again.output
+    assert len(prolific.requests) == 2
+
+
+def test_a_failed_action_exits_non_zero_after_saying_which(tmp_path, study, engine, prolific):
+    study_file = write_study(study, tmp_path / "study.json")
+    (visit,) = reviewed(engine, study, "reject")
+    submission, participant = ids(engine, visit)
+    prolific.script[TRANSITION.format(submission)] = [(400, {"detail": "Not awaiting review."},
+                                                       {})]
+
+    result = review(CliRunner(), study_file, "--apply", "--send", "--prolific-url",
+                    prolific.base_url, env={"PROLIFIC_TOKEN": TOKEN})
+
+    assert result.exit_code == 1
+    assert (f"failed: reject submission {submission}: Prolific answered HTTP 400: Not awaiting "
+            f"review. (participant {participant})\n") in result.output
+    assert result.output.endswith("Error: 1 action(s) failed (above); run the same command "
+                                  "again once fixed: it sends only what is left\n")
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["--send"], "--send, --prolific-files, --workspace and --group-name go with --apply"),
+    (["--apply", "--send"], "set PROLIFIC_TOKEN, or write the files for Prolific's own"),
+])
+def test_options_that_cannot_work_are_refused_in_one_line(tmp_path, study, options, expected):
+    study_file = write_study(study, tmp_path / "study.json")
+
+    result = review(CliRunner(), study_file, *options)
+
+    assert result.exit_code != 0
+    assert expected in result.output
+    assert "Traceback" not in result.output

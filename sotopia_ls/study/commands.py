@@ -7,6 +7,8 @@ SQLAlchemy) comes with the ``study`` extra and is imported only when a command n
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from ..errors import redacted
 from ..extras import require_extra
 from ..options import failures_as_messages, server_options
 from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
+from .prolific import API_URL, TOKEN_VARIABLE
 from .settings import (
     DATABASE_ENV,
     MOST_GOLD,
@@ -24,6 +27,7 @@ from .settings import (
     QUALIFYING_DISTANCE,
     SECRET_ENV,
     STUDY_FILE,
+    StudyFile,
     completion_url,
     default_database,
     read_study,
@@ -389,6 +393,80 @@ def shelve_command(study_path: Path, database: str | None, assignments: tuple[in
         click.echo("no rating was refused: nothing to shelve")
 
 
+@dataclass(frozen=True)
+class _Payment:
+    """``study review --apply``'s options (``payment.apply_decisions``)."""
+
+    send: bool
+    files_dir: Path | None
+    workspace_id: str | None
+    group_name: str | None
+    token: str | None = field(repr=False)
+    api_url: str
+
+    def carry_out(self, engine: Any, study: StudyFile) -> None:
+        """Print the plan, write or send it; one line per failure and a non-zero exit."""
+        from .payment import apply_decisions
+        from .prolific import Prolific
+
+        with failures_as_messages():
+            prolific = Prolific(self.token, base_url=self.api_url) if self.token else None
+            done = apply_decisions(engine, study, prolific=prolific, send=self.send,
+                                   files_dir=self.files_dir, group_name=self.group_name,
+                                   workspace_id=self.workspace_id)
+        for line in done.lines():
+            click.echo(line)
+        if done.sent is not None and done.sent.failures:
+            raise click.ClickException(f"{len(done.sent.failures)} action(s) failed (above); "
+                                       "run the same command again once fixed: it sends only "
+                                       "what is left")
+
+
+_PAYMENT_OPTIONS = (
+    click.option("--apply", "carry_out", is_flag=True,
+                 help="Carry out the recorded decisions on Prolific; prints what it would send "
+                 "and sends nothing without --send (with --decisions: after recording them)."),
+    click.option("--send", is_flag=True,
+                 help="With --apply: send it (needs a Prolific API token); each action is "
+                 "recorded, so a rerun sends nothing twice."),
+    click.option("--prolific-files", "files_dir",
+                 type=click.Path(file_okay=False, path_type=Path),
+                 help="With --apply: write the decisions into this folder (replaced whole) as "
+                 "the files Prolific's screens take: approve-<study id>.txt, "
+                 "reject-<study id>.csv, allow-list.txt. Needs no token."),
+    click.option("--workspace", "workspace_id",
+                 help="With --apply: the Prolific workspace id a qualification round's "
+                 "participant group is made in (in the address of its page on Prolific)."),
+    click.option("--group-name",
+                 help="With --apply: the name of that participant group [default: "
+                 "'<study>: passed the qualification']."),
+    click.option("--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
+                 help="Prolific API token, for --send. Never printed."),
+    click.option("--prolific-url", "api_url", default=API_URL, show_default=True,
+                 help="Prolific's API address (https; http only on this machine)."),
+)
+
+
+def _payment_options(command: Any) -> Any:
+    """``--apply`` and its options, handed to ``command`` as ``payment`` (None without
+    ``--apply``; its options alone are a usage error)."""
+
+    @functools.wraps(command)
+    def with_payment(*args: Any, carry_out: bool, send: bool, files_dir: Path | None,
+                     workspace_id: str | None, group_name: str | None, token: str | None,
+                     api_url: str, **kwargs: Any) -> Any:
+        if not carry_out and (send or files_dir or workspace_id or group_name):
+            raise click.UsageError("--send, --prolific-files, --workspace and --group-name go "
+                                   "with --apply")
+        payment = _Payment(send, files_dir, workspace_id, group_name, token,
+                           api_url) if carry_out else None
+        return command(*args, payment=payment, **kwargs)
+
+    for option in reversed(_PAYMENT_OPTIONS):
+        with_payment = option(with_payment)
+    return with_payment
+
+
 def _by_kind(counts: dict[str, int]) -> str:
     return ", ".join(f"{kind} {counts[kind]}" for kind in sorted(counts)) or "none"
 
@@ -403,9 +481,11 @@ def _by_kind(counts: dict[str, int]) -> str:
               help="An edited review file to read back: its decisions are recorded and the "
               "annotations marked in Label Studio (nothing is written when a row is bad).")
 @server_options
+@_payment_options
 def review_command(study_path: Path, database: str | None, output: Path, edited: Path | None,
-                   url: str | None, api_key: str | None) -> None:
-    """Write the review file (one row per Prolific submission), or read an edited one back.
+                   url: str | None, api_key: str | None, payment: _Payment | None) -> None:
+    """Write the review file (one row per Prolific submission), read an edited one back, or
+    carry its decisions out on Prolific.
 
     Each row holds the submission's episodes, minutes on task, quality flags, distance to
     the gold references and a suggested decision (approve, look or reject) with a message
@@ -413,11 +493,23 @@ def review_command(study_path: Path, database: str | None, output: Path, edited:
     decision, message and category, then read the file back with --decisions. Reading the
     database needs no Label Studio; recording decisions marks the annotations there.
 
+    --apply carries the recorded decisions out on Prolific: approvals in bulk, each rejection
+    with its message and category, a qualification round's passers as a participant group.
+    It prints what it would send and sends nothing without --send; each action sent is
+    recorded, so running it again sends only what is left. Without a Prolific token,
+    --prolific-files writes the same decisions for Prolific's own screens.
+
     Example:
 
         sotopia-ls study review --study study.json -o review.csv
 
         sotopia-ls study review --study study.json --decisions review.csv
+
+        sotopia-ls study review --study study.json --apply
+
+        PROLIFIC_TOKEN=... sotopia-ls study review --apply --send
+
+        sotopia-ls study review --apply --prolific-files paid/
     """
     given = click.get_current_context().get_parameter_source("output")
     if edited is not None and given is ParameterSource.COMMANDLINE:
@@ -430,18 +522,21 @@ def review_command(study_path: Path, database: str | None, output: Path, edited:
     with failures_as_messages():
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
-        if edited is None:
+        if edited is None and payment is None:
             rows = write_review(engine, study, output)
-        else:
+        elif edited is not None:
             done = record_review(edited, engine, study, connect(url, api_key))
-    if edited is None:
+    if edited is None and payment is None:
         click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: "
                    f"{_by_kind(rows['suggested'].value_counts().to_dict())}")
         return
-    click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "
-               f"{done.unchanged} as recorded before")
-    click.echo(f"{done.annotations} annotation(s) marked in Label Studio "
-               f"({done.tasks} task(s) changed)")
+    if edited is not None:
+        click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "
+                   f"{done.unchanged} as recorded before")
+        click.echo(f"{done.annotations} annotation(s) marked in Label Studio "
+                   f"({done.tasks} task(s) changed)")
+    if payment is not None:
+        payment.carry_out(engine, study)
 
 
 @study_command.command("fetch-editor")

@@ -60,7 +60,7 @@ _SENT = {"approve": "approved", "reject": "rejected"}
 
 
 @dataclass(frozen=True)
-class Decided:
+class SubmissionDecision:
     """One visit's recorded decision, with the Prolific ids it acts on."""
 
     visit_id: int
@@ -93,10 +93,10 @@ class Plan:
     """What is left to send to Prolific for a study."""
 
     study: str
-    approvals: tuple[Decided, ...]
-    rejections: tuple[Decided, ...]
-    waiting: tuple[Decided, ...]
-    conflicts: tuple[Decided, ...]
+    approvals: tuple[SubmissionDecision, ...]
+    rejections: tuple[SubmissionDecision, ...]
+    waiting: tuple[SubmissionDecision, ...]
+    conflicts: tuple[SubmissionDecision, ...]
     already_sent: int
     group: GroupPlan | None
 
@@ -130,7 +130,7 @@ class Plan:
 def plan_payment(engine: Engine, study: StudyFile, group_name: str) -> Plan:
     """What is left to send for ``study``'s decisions (and its allow-list, if it is a
     qualification round); a rejection Prolific would refuse stops it, naming the participant."""
-    kinds: dict[str, list[Decided]] = {"approve": [], "reject": [], "look": [], "conflict": []}
+    kinds: dict[str, list[SubmissionDecision]] = {"approve": [], "reject": [], "look": [], "conflict": []}
     already = 0
     for decided in _decided(engine, study.name):
         if decided.sent is None:
@@ -151,7 +151,7 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str) -> Plan:
                 group=_group_plan(engine, study, group_name))
 
 
-def _decided(engine: Engine, study: str) -> list[Decided]:
+def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
     with engine.connect() as conn:
         rows = conn.execute(
             select(decisions.c.visit_id, decisions.c.decision, decisions.c.message,
@@ -164,7 +164,7 @@ def _decided(engine: Engine, study: str) -> list[Decided]:
             .where(participants.c.study == study)
             .order_by(decisions.c.visit_id)
         ).all()
-    return [Decided(visit_id=row.visit_id, submission_id=row.prolific_session_id,
+    return [SubmissionDecision(visit_id=row.visit_id, submission_id=row.prolific_session_id,
                     participant_id=row.external_id, prolific_study=row.prolific_study_id,
                     decision=row.decision, message=row.message, category=row.category,
                     sent=row.action) for row in rows]
@@ -197,8 +197,8 @@ def default_group_name(study: StudyFile) -> str:
 class Sent:
     """What ``send_plan`` got Prolific to accept, and each failure on one line."""
 
-    approved: list[Decided] = field(default_factory=list)
-    rejected: list[Decided] = field(default_factory=list)
+    approved: list[SubmissionDecision] = field(default_factory=list)
+    rejected: list[SubmissionDecision] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     group_id: str | None = None
     failures: list[str] = field(default_factory=list)
@@ -248,24 +248,24 @@ def send_plan(engine: Engine, prolific: Prolific, plan: Plan,
     return sent
 
 
-def _chunks(approvals: Sequence[Decided]) -> list[Sequence[Decided]]:
+def _chunks(approvals: Sequence[SubmissionDecision]) -> list[Sequence[SubmissionDecision]]:
     return [approvals[start:start + BULK_APPROVE_LIMIT]
             for start in range(0, len(approvals), BULK_APPROVE_LIMIT)]
 
 
-def _approve(engine: Engine, prolific: Prolific, chunk: Sequence[Decided], sent: Sent) -> None:
+def _approve(engine: Engine, prolific: Prolific, chunk: Sequence[SubmissionDecision], sent: Sent) -> None:
     prolific.bulk_approve([d.submission_id for d in chunk])
     _record(engine, chunk, "approve")
     sent.approved.extend(chunk)
 
 
-def _reject(engine: Engine, prolific: Prolific, decided: Decided, sent: Sent) -> None:
+def _reject(engine: Engine, prolific: Prolific, decided: SubmissionDecision, sent: Sent) -> None:
     prolific.reject(decided.submission_id, decided.message or "", decided.category or "")
     _record(engine, [decided], "reject")
     sent.rejected.append(decided)
 
 
-def _record(engine: Engine, done: Sequence[Decided], action: str) -> None:
+def _record(engine: Engine, done: Sequence[SubmissionDecision], action: str) -> None:
     with engine.begin() as conn:
         for d in done:
             add_once(conn, prolific_actions,
@@ -313,8 +313,8 @@ def write_prolific_files(plan: Plan, folder: Path) -> list[Path]:
     return [folder / name for name in sorted(texts)]
 
 
-def _by_study(decided: Sequence[Decided]) -> dict[str, list[Decided]]:
-    grouped: dict[str, list[Decided]] = {}
+def _by_study(decided: Sequence[SubmissionDecision]) -> dict[str, list[SubmissionDecision]]:
+    grouped: dict[str, list[SubmissionDecision]] = {}
     for d in decided:
         grouped.setdefault(d.prolific_study, []).append(d)
     return grouped
