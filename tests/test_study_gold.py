@@ -20,9 +20,13 @@ import httpx
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Response as PlaywrightResponse
 from sqlalchemy import Engine, select
 from starlette.testclient import TestClient
 
+from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT
 from conftest import results_of
 from study_support import (
     BOOT,
@@ -30,10 +34,12 @@ from study_support import (
     Participant,
     answers,
     check_invariants,
+    gateway_env,
     make_study,
     prolific_id,
     study_project,
 )
+from test_study import fill, open_rating, submit
 from test_study_leases import visitor
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import rating_name
@@ -45,6 +51,7 @@ from sotopia_ls.study import arrival, leases
 from sotopia_ls.study.app import create_app
 from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.gold import csv_references
+from sotopia_ls.study.process import gateway
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.settings import StudyFile
 from sotopia_ls.study.store import assignments, gold, open_store, slots
@@ -488,3 +495,101 @@ def test_a_qualification_round_serves_only_gold_episodes_through_the_gateway(
         assert len(study.client.annotations.list(id=task)) == 3
     for task in set(study.episode_ids) - set(study.gold):
         assert study.client.annotations.list(id=task) == []
+
+
+# --- what a browser receives ---------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """One response as Chromium received it."""
+
+    method: str
+    url: str
+    status: int
+    headers: dict[str, str]
+    body: str
+
+
+def seen_in_chromium(browser: Browser, url: str, chosen: list[dict]) -> tuple[list[Seen], list]:
+    """A participant rates one episode per entry of ``chosen``: every response the browser
+    received, and where each rate page's responses begin (its assignment key and index)."""
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    received: list[Seen] = []
+
+    def keep(response: PlaywrightResponse) -> None:
+        try:
+            body = response.body().decode("utf-8", "replace")
+        except PlaywrightError:  # a redirect has no body to read
+            body = ""
+        received.append(Seen(response.request.method, response.url, response.status,
+                             response.all_headers(), body))
+
+    page.on("response", keep)
+    page.goto(f"{url}/s/pilot?PROLIFIC_PID={prolific_id()}&STUDY_ID={prolific_id()}"
+              f"&SESSION_ID={prolific_id()}")
+    page.get_by_role("button", name=re.compile("start rating")).click()
+    starts = []
+    for answers_given in chosen:
+        open_rating(page)
+        page.wait_for_load_state("networkidle")
+        key = page.evaluate("JSON.parse(document.getElementById('boot').textContent)")
+        starts.append((key["assignment"], next(i for i in range(len(received) - 1, -1, -1)
+                                               if received[i].url.endswith("/s/pilot/rate"))))
+        fill(page, answers_given)
+        submit(page)
+        page.wait_for_url(re.compile(r"/s/pilot/(rate|done)$"))
+    page.wait_for_url(re.compile(r"/s/pilot/done$"))
+    page.wait_for_load_state("networkidle")
+    page.context.close()
+    return received, starts
+
+
+def page_of(received: list[Seen], start: int) -> list[Seen]:
+    """A rate page and what it brought from the gateway (not its static files, which the
+    browser may take from its cache), up to its submission."""
+    end = next(i for i in range(start, len(received))
+               if received[i].url.endswith("/s/pilot/submit"))
+    return [seen for seen in received[start:end] if "/static/" not in seen.url]
+
+
+def as_seen(responses: list[Seen]) -> list[tuple[object, ...]]:
+    """What a rate page brought, with what differs between any two episodes left out."""
+    kept = []
+    for seen in responses:
+        found = BOOT.search(seen.body)
+        kept.append((seen.method, re.sub(r"\d+", "N", seen.url), seen.status,
+                     sorted((k, v) for k, v in seen.headers.items() if k not in VARYING),
+                     BOOT_OR_COUNT.sub(lambda m: "".join(p or "" for p in m.groups()), seen.body),
+                     json.dumps(shape(json.loads(found.group(1))), sort_keys=True)
+                     if found else None))
+    return kept
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium is not installed at {CHROMIUM}")
+def test_every_response_chromium_received_is_the_same_for_a_gold_and_an_ordinary_episode(
+        ls_client, label_studio, tmp_path):
+    study = GoldStudy(ls_client, tmp_path, episodes=3, golden=1, gold_share=0.5,
+                      episodes_per_participant=2)
+    study_file = tmp_path / "study.json"
+    study_file.write_text(study.settings.model_dump_json())
+    env = gateway_env(label_studio.url, label_studio.credentials.api_key, SECRET)
+    with gateway(study_file, env) as running, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
+                                             headless=True)
+        received, starts = seen_in_chromium(browser, running.url, [answers(1), answers(2)])
+        browser.close()
+
+    gold_keys = study.gold_keys()
+    assert [key in gold_keys for key, _ in starts].count(True) == 1
+    pages = {key in gold_keys: as_seen(page_of(received, start)) for key, start in starts}
+    # Each rate page and whatever it brought from the gateway, up to its submission, alike.
+    assert pages[True] == pages[False] and pages[True][0][1].endswith("/s/pilot/rate")
+    submits = [seen for seen in received if seen.url.endswith("/s/pilot/submit")]
+    assert [(s.status, sorted(s.headers.keys() - VARYING)) for s in submits] == [
+        (submits[0].status, sorted(submits[0].headers.keys() - VARYING))] * 2
+    for seen in received:
+        if "/static/editor/" not in seen.url:  # Label Studio's own editor, the same for all
+            assert not leaks(seen.body, study.gold), seen.url
+            assert not leaks(json.dumps(seen.headers), study.gold), seen.url
