@@ -268,7 +268,12 @@ def test_the_allow_list_becomes_a_participant_group_and_a_rerun_adds_only_new_pa
     first, second, third = (prolific_id() for _ in range(3))
     admit(engine, study, first, second)
 
+    planned = pay(engine, study, prolific, workspace_id="ws-7")
     payment = pay(engine, study, prolific, send=True, workspace_id="ws-7")
+
+    assert (f"group    add 2 passer(s) of qual-round to a new participant group 'qual-round: "
+            f"passed the qualification' in workspace ws-7: {first}, {second}") \
+        in planned.plan.lines()
 
     assert prolific.sent() == [("POST", "/api/v1/participant-groups/", {
         "name": "qual-round: passed the qualification", "workspace_id": "ws-7",
@@ -289,9 +294,12 @@ def test_making_the_group_without_a_workspace_is_refused_before_anything_is_sent
         tmp_path, prolific):
     study = qualification(tmp_path)
     engine = open_store(study.database)
-    admit(engine, study, prolific_id())
+    passer = prolific_id()
+    admit(engine, study, passer)
     reviewed(engine, study, "approve")
 
+    assert pay(engine, study, prolific).plan.lines()[-1].endswith(
+        f"in workspace ? (give --workspace ID to send it): {passer}")
     with pytest.raises(StudyError, match=r"needs the Prolific workspace .*: give --workspace"):
         pay(engine, study, prolific, send=True)
 
@@ -418,3 +426,13 @@ def test_options_that_cannot_work_are_refused_in_one_line(tmp_path, study, optio
     assert result.exit_code != 0
     assert expected in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_decision_of_another_kind_in_the_database_is_refused_naming_the_visit(
+        engine, study, prolific):
+    visit = visitor(engine, study)
+    decide(engine, visit, "maybe")
+
+    with pytest.raises(StudyError, match=rf"^study pilot: visit {visit.id} has the decision "
+                                         r"'maybe', none of approve, look, reject; "):
+        pay(engine, study, prolific)

@@ -57,6 +57,7 @@ ALLOW_LIST_FILE = "allow-list.txt"
 _FILE_NAMES = re.compile(r"approve-[0-9a-z]+\.txt|reject-[0-9a-z]+\.csv|" + re.escape(
     ALLOW_LIST_FILE))
 _SENT = {"approve": "approved", "reject": "rejected"}
+_KINDS = ("approve", "look", "reject")
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class GroupPlan:
     qualification: str
     name: str
     group_id: str | None
+    workspace_id: str | None  # where a group still to make is made
     new_members: tuple[str, ...]
     allowed: tuple[str, ...]  # the whole allow-list
 
@@ -99,10 +101,6 @@ class Plan:
     conflicts: tuple[SubmissionDecision, ...]
     already_sent: int
     group: GroupPlan | None
-
-    @property
-    def members_to_add(self) -> tuple[str, ...]:
-        return self.group.new_members if self.group else ()
 
     def lines(self) -> list[str]:
         """The plan, one line per action, as ``study review --apply`` prints it."""
@@ -121,18 +119,25 @@ class Plan:
         group = self.group
         if group and group.new_members:
             where = (f"participant group {group.group_id}" if group.group_id
-                     else f"a new participant group {group.name!r}")
+                     else f"a new participant group {group.name!r} in workspace "
+                     + (group.workspace_id or "? (give --workspace ID to send it)"))
             out.append(f"group    add {len(group.new_members)} passer(s) of {group.qualification}"
                        f" to {where}: " + ", ".join(group.new_members))
         return out
 
 
-def plan_payment(engine: Engine, study: StudyFile, group_name: str) -> Plan:
+def plan_payment(engine: Engine, study: StudyFile, group_name: str,
+                 workspace_id: str | None = None) -> Plan:
     """What is left to send for ``study``'s decisions (and its allow-list, if it is a
     qualification round); a rejection Prolific would refuse stops it, naming the participant."""
-    kinds: dict[str, list[SubmissionDecision]] = {"approve": [], "reject": [], "look": [], "conflict": []}
+    kinds: dict[str, list[SubmissionDecision]] = {
+        "approve": [], "reject": [], "look": [], "conflict": []}
     already = 0
     for decided in _decided(engine, study.name):
+        if decided.decision not in _KINDS:
+            raise StudyError(f"study {study.name}: visit {decided.visit_id} has the decision "
+                             f"{decided.decision!r}, none of {', '.join(_KINDS)}; record the "
+                             "review file again with `study review --decisions`")
         if decided.sent is None:
             kinds[decided.decision].append(decided)
         elif decided.sent == decided.decision:
@@ -148,7 +153,7 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str) -> Plan:
     return Plan(study=study.name, approvals=tuple(kinds["approve"]),
                 rejections=tuple(kinds["reject"]), waiting=tuple(kinds["look"]),
                 conflicts=tuple(kinds["conflict"]), already_sent=already,
-                group=_group_plan(engine, study, group_name))
+                group=_group_plan(engine, study, group_name, workspace_id))
 
 
 def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
@@ -164,13 +169,15 @@ def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
             .where(participants.c.study == study)
             .order_by(decisions.c.visit_id)
         ).all()
-    return [SubmissionDecision(visit_id=row.visit_id, submission_id=row.prolific_session_id,
-                    participant_id=row.external_id, prolific_study=row.prolific_study_id,
-                    decision=row.decision, message=row.message, category=row.category,
-                    sent=row.action) for row in rows]
+    return [SubmissionDecision(
+        visit_id=row.visit_id, submission_id=row.prolific_session_id,
+        participant_id=row.external_id, prolific_study=row.prolific_study_id,
+        decision=row.decision, message=row.message, category=row.category, sent=row.action)
+        for row in rows]
 
 
-def _group_plan(engine: Engine, study: StudyFile, name: str) -> GroupPlan | None:
+def _group_plan(engine: Engine, study: StudyFile, name: str,
+                workspace_id: str | None) -> GroupPlan | None:
     if study.qualification is None:
         return None
     with engine.connect() as conn:
@@ -184,7 +191,7 @@ def _group_plan(engine: Engine, study: StudyFile, name: str) -> GroupPlan | None
     if not allowed and group is None:
         return None
     return GroupPlan(qualification=study.name, name=group.name if group else name,
-                     group_id=group.group_id if group else None,
+                     group_id=group.group_id if group else None, workspace_id=workspace_id,
                      new_members=tuple(p for p in allowed if p not in added),
                      allowed=tuple(allowed))
 
@@ -215,13 +222,12 @@ class Sent:
         return out
 
 
-def send_plan(engine: Engine, prolific: Prolific, plan: Plan,
-              workspace_id: str | None) -> Sent:
+def send_plan(engine: Engine, prolific: Prolific, plan: Plan) -> Sent:
     """Send ``plan``: approvals, then rejections, then the group; each action is recorded as
     soon as Prolific accepted it. A refusal is noted and the rest still sent; Prolific
     unavailable after its retries stops the run."""
     group = plan.group
-    if group and group.new_members and group.group_id is None and not workspace_id:
+    if group and group.new_members and group.group_id is None and not group.workspace_id:
         raise StudyError(f"study {plan.study}: making the participant group {group.name!r} "
                          "needs the Prolific workspace it belongs in: give --workspace ID "
                          "(the id in the address of the workspace's page on Prolific)")
@@ -234,8 +240,7 @@ def send_plan(engine: Engine, prolific: Prolific, plan: Plan,
           for d in plan.rejections),
     ]
     if group and group.new_members:
-        steps.append((partial(_extend_group, engine, prolific, group, workspace_id or "", sent),
-                      ""))
+        steps.append((partial(_extend_group, engine, prolific, group, sent), ""))
     for step, who in steps:
         try:
             step()
@@ -253,7 +258,8 @@ def _chunks(approvals: Sequence[SubmissionDecision]) -> list[Sequence[Submission
             for start in range(0, len(approvals), BULK_APPROVE_LIMIT)]
 
 
-def _approve(engine: Engine, prolific: Prolific, chunk: Sequence[SubmissionDecision], sent: Sent) -> None:
+def _approve(engine: Engine, prolific: Prolific, chunk: Sequence[SubmissionDecision],
+             sent: Sent) -> None:
     prolific.bulk_approve([d.submission_id for d in chunk])
     _record(engine, chunk, "approve")
     sent.approved.extend(chunk)
@@ -272,12 +278,11 @@ def _record(engine: Engine, done: Sequence[SubmissionDecision], action: str) -> 
                      {"visit_id": d.visit_id, "action": action, "sent_at": now()})
 
 
-def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, workspace_id: str,
-                  sent: Sent) -> None:
+def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, sent: Sent) -> None:
     members = list(group.new_members)
     made = None
     if group.group_id is None:
-        made = prolific.create_participant_group(group.name, workspace_id, members)
+        made = prolific.create_participant_group(group.name, group.workspace_id or "", members)
         sent.group_id = made.id
     else:
         prolific.add_to_participant_group(group.group_id, members)
@@ -348,7 +353,7 @@ def apply_decisions(engine: Engine, study: StudyFile, *, prolific: Prolific | No
     if send and prolific is None:
         raise StudyError("sending to Prolific needs its API token: set PROLIFIC_TOKEN, or write "
                          "the files for Prolific's own screens with --prolific-files DIR")
-    plan = plan_payment(engine, study, group_name or default_group_name(study))
+    plan = plan_payment(engine, study, group_name or default_group_name(study), workspace_id)
     files = write_prolific_files(plan, files_dir) if files_dir is not None else []
-    sent = send_plan(engine, prolific, plan, workspace_id) if send and prolific else None
+    sent = send_plan(engine, prolific, plan) if send and prolific else None
     return Payment(plan=plan, sent=sent, files=files)
