@@ -230,3 +230,13 @@ def test_the_token_is_never_sent_in_the_clear_to_another_machine(address):
     with pytest.raises(ProlificError, match="must be https:// .* the token would travel in the "
                                             "clear"):
         Prolific(TOKEN, base_url=address)
+
+
+def test_a_bulk_approval_answered_in_plain_text_is_done(prolific):
+    # Prolific documents the answer only as "Bulk approve in progress"; nothing of it is used.
+    prolific.script["/api/v1/submissions/bulk-approve/"] = [
+        (200, b"Bulk approve in progress", {"Content-Type": "text/plain"})]
+
+    client(prolific).bulk_approve(["s1", "s2"])
+
+    assert len(prolific.requests) == 1

@@ -192,7 +192,7 @@ class Prolific:
             chunk = list(submission_ids[start:start + BULK_APPROVE_LIMIT])
             self._send("POST", "submissions/bulk-approve/",
                        f"submissions {chunk[0]} … {chunk[-1]} ({len(chunk)})", "bulk-approve",
-                       {"submission_ids": chunk})
+                       {"submission_ids": chunk}, read=False)
 
     def submissions(self, study_id: str) -> list[Submission]:
         """Every submission of the study, all pages."""
@@ -213,7 +213,7 @@ class Prolific:
         """Add participants to the group; members already in it are ignored by Prolific."""
         self._send("POST", _path("participant-groups", group_id, "participants"),
                    f"participant group {group_id}", "add participants to",
-                   {"participant_ids": list(participant_ids)})
+                   {"participant_ids": list(participant_ids)}, read=False)
 
     def participant_group_members(self, group_id: str) -> list[str]:
         """The participant ids in the group, all pages."""
@@ -236,12 +236,13 @@ class Prolific:
         raise ProlificError(f"{action} {subject}: more than {_MOST_PAGES} pages")
 
     def _send(self, method: str, path: str, subject: str, action: str,
-              body: dict[str, Any] | None = None) -> Any:
-        """The JSON answer to one request, sent again on a passing failure."""
+              body: dict[str, Any] | None = None, read: bool = True) -> Any:
+        """The JSON answer to one request (None unless ``read``: a call that uses no answer
+        takes any success, whatever its body), sent again on a passing failure."""
         wait = self.backoff
         for tries_left in range(self.retries, -1, -1):
             try:
-                return self._once(method, path, subject, action, body)
+                return self._once(method, path, subject, action, body, read)
             except _Passing as exc:
                 if not tries_left:
                     raise ProlificUnavailable(
@@ -252,7 +253,7 @@ class Prolific:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _once(self, method: str, path: str, subject: str, action: str,
-              body: dict[str, Any] | None) -> Any:
+              body: dict[str, Any] | None, read: bool = True) -> Any:
         url = path if path.startswith(self.base_url) else self.base_url + path
         try:
             response = requests.request(
@@ -269,6 +270,8 @@ class Prolific:
             hint = f" (check {TOKEN_VARIABLE})" if status in (401, 403) else ""
             raise ProlificRefused(f"{action} {subject}: Prolific answered HTTP {status}{hint}: "
                                   f"{self._reason(response)}", status)
+        if not read:
+            return None
         if not response.content:
             return {}
         try:
