@@ -212,6 +212,9 @@ def backend_rows(tasks: int) -> list[dict]:
               help="Participants of the study gateway's burst (arriving within 60 s).")
 @click.option("--study-gateways", default=1, show_default=True,
               help="Gateway processes sharing the burst (and one PostgreSQL database).")
+@click.option("--study-gold-share", default=0.0, show_default=True,
+              type=click.FloatRange(0, 0.5),
+              help="Share of each participant's episodes that are hidden gold in the burst.")
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
               help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, "
@@ -221,7 +224,7 @@ def backend_rows(tasks: int) -> list[dict]:
 def main(
     episodes: int, annotations: int, annotators: int, batch_size: int, rounds: int,
     live_tasks: int, backend_tasks: int, study_participants: int, study_gateways: int,
-    database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
+    study_gold_share: float, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
 ) -> None:
     """Measure import, export, live export, the stored backend and the study gateway's burst;
     print one table."""
@@ -253,7 +256,8 @@ def main(
         run_part("backend", lambda: backend_rows(backend_tasks))
     if "study" in parts:
         run_part("study", lambda: study_burst.rows(
-            study_burst.measure_burst(study_participants, gateways=study_gateways)))
+            study_burst.measure_burst(study_participants, gateways=study_gateways,
+                                      gold_share=study_gold_share)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")

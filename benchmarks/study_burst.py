@@ -14,6 +14,12 @@ in the gateway's database) and, read from that database, how long each rating th
 until the gateway's writer had saved it in Label Studio. Checked afterwards, once every rating
 is saved: no request failed, every episode has exactly k distinct raters in Label Studio,
 every rating the gateway recorded is there, and nothing more.
+
+With ``gold_share`` (``--study-gold-share``) the project also holds ``GOLD_EPISODES`` gold
+episodes, their references in a CSV in the oTree layout (random valid ratings), and the
+gateway hides that share of each participant's assignments among the others: the ordinary
+episodes are then as many as the rest of the ratings fill, and the gold ones are rated by any
+number of participants (counted apart in the outcome).
 """
 
 from __future__ import annotations
@@ -36,11 +42,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pandas as pd
 import psycopg
 
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import Client, create_project
+from sotopia_ls.labelstudio.client import Client, create_project, project_task_data
 from sotopia_ls.labelstudio.push import push_episodes
+from sotopia_ls.labelstudio.tasks import EPISODE_ID
 from sotopia_ls.study.editor import EDITOR_DIR_ENV, editor_dir, fetch_editor
 from sotopia_ls.study.process import GatewayProcess, start_gateway
 from sotopia_ls.study.settings import DATABASE_ENV, SECRET_ENV, StudyFile, without_password
@@ -52,6 +61,8 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 ASSETS = ("/static/editor/main.js", "/static/editor/main.css", "/static/gateway.js",
           "/static/gateway.css")
 SUBMIT_TARGET_MS = 500.0
+# Enough gold episodes that each participant's gold differs from most others'.
+GOLD_EPISODES = 10
 
 
 @dataclass
@@ -62,6 +73,7 @@ class Figures:
     episodes: int
     raters: int
     gateways: int
+    gold_share: float = 0.0
     page_ready_ms: list[float] = field(default_factory=list)
     submit_ms: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -69,6 +81,7 @@ class Figures:
     seconds: float = 0.0
     episodes_with_k: int = 0
     ratings_in_label_studio: int = 0
+    gold_ratings: int = 0  # of those, on gold episodes
     ratings_recorded: int = 0
     top_ups: int = 0  # participants recruited after the burst to fill the last open slots
     saved_after_ms: list[float] = field(default_factory=list)  # submitted → in Label Studio
@@ -171,14 +184,35 @@ def _gateway_database(settings: dict[str, str]) -> str:
             f"{connection['port']}/study_gateway")
 
 
-def _check(client: Client, project_id: int, figures: Figures, k: int) -> None:
+def _write_references(client: Client, project_id: int, gold: int, path: Path,
+                      seed: int) -> None:
+    """Random valid reference ratings for the project's last ``gold`` tasks, in the oTree
+    layout."""
+    rng = random.Random(seed)
+    data = project_task_data(client, project_id)
+    rows = [{"pk": data[task][EPISODE_ID],
+             **{rating_name(key, agent): rng.choice(RUBRIC[key].values)
+                for agent in AGENTS for key in DIMENSION_KEYS}}
+            for task in sorted(data)[-gold:]]
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+def _gold_tasks(database: str) -> set[int]:
+    with psycopg.connect(database) as db:
+        return {task for (task,) in db.execute("SELECT task_id FROM gold").fetchall()}
+
+
+def _check(client: Client, project_id: int, figures: Figures, k: int, gold: set[int]) -> None:
     raters: Counter[int] = Counter()
     for task in client.tasks.list(project=project_id, include="id"):
         annotations = client.annotations.list(id=task.id)
         users = {annotation.completed_by for annotation in annotations}
         if len(users) != len(annotations):
             figures.errors.append(f"task {task.id}: a participant rated it twice")
-        raters[len(users)] += 1
+        if task.id in gold:
+            figures.gold_ratings += len(annotations)
+        else:
+            raters[len(users)] += 1
         figures.ratings_in_label_studio += len(annotations)
     figures.episodes_with_k = raters[k]
 
@@ -205,29 +239,35 @@ def _drain(database: str, figures: Figures, timeout: float = 600.0) -> None:
 
 
 def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: int = 1,
-                  raters: int = 2, per_participant: int = 2, seed: int = 0) -> Figures:
+                  raters: int = 2, per_participant: int = 2, gold_share: float = 0.0,
+                  seed: int = 0) -> Figures:
     """Run the burst on fresh servers and check the outcome; see the module's docstring.
 
-    The project holds exactly the episodes the participants can fill
-    (participants × per_participant / raters); participants recruited after the burst (at most
-    a tenth more) take any slot the greedy assignment left open.
+    The project holds exactly the ordinary episodes the participants can fill
+    (participants × per_participant × (1 - gold_share) / raters); participants recruited after
+    the burst (at most a tenth more) take any slot the greedy assignment left open.
     """
-    episodes = participants * per_participant // raters
-    figures = Figures(participants, episodes, raters, gateways)
+    episodes = int(participants * per_participant * (1 - gold_share)) // raters
+    gold = GOLD_EPISODES if gold_share else 0
+    figures = Figures(participants, episodes, raters, gateways, gold_share)
     with tempfile.TemporaryDirectory(prefix="sotopia-study-bench-") as folder:
         work = Path(folder)
         with _label_studio_on_postgres(work) as (running, settings):
             client = Client(base_url=running.url, api_key=running.credentials.api_key)
             project = create_project(client, f"bench_study_{uuid.uuid4().hex[:8]}",
                                      annotations_per_task=raters)
-            push_episodes(client, project.id, load.episodes(load.seed_episodes(), episodes),
-                          progress=False)
+            push_episodes(client, project.id,
+                          load.episodes(load.seed_episodes(), episodes + gold), progress=False)
+            references = work / "references.csv"
+            if gold:
+                _write_references(client, project.id, gold, references, seed)
             database = _gateway_database(settings)
             study = StudyFile(
                 name="burst", project=project.id, raters_per_episode=raters,
                 episodes_per_participant=per_participant, completion_code="BURST1",
                 completion_url="http://127.0.0.1:9/complete?cc=BURST1",
-                database=without_password(database))
+                database=without_password(database), gold_share=gold_share,
+                gold_references=str(references) if gold else None)
             study_file = work / "study.json"
             study_file.write_text(study.model_dump_json())
             env = {**os.environ, "LABEL_STUDIO_URL": running.url,
@@ -252,21 +292,24 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
             finally:
                 for running_gateway in started:
                     running_gateway.stop()
-            _check(client, project.id, figures, raters)
+            _check(client, project.id, figures, raters, _gold_tasks(database))
     return figures
 
 
 def rows(figures: Figures) -> list[dict[str, Any]]:
     """The burst as rows of the benchmark table."""
-    size = (f"{figures.participants} participants within 60 s, {figures.episodes} episodes, "
-            f"k={figures.raters}, {figures.gateways} gateway process(es), Label Studio and "
-            "gateway on PostgreSQL")
+    gold = (f", gold {figures.gold_share:.0%} (+{GOLD_EPISODES} gold episodes)"
+            if figures.gold_share else "")
+    size = (f"{figures.participants} participants within 60 s, {figures.episodes} episodes"
+            f"{gold}, k={figures.raters}, {figures.gateways} gateway process(es), Label Studio "
+            "and gateway on PostgreSQL")
     p95_submit = figures.percentile(figures.submit_ms, 0.95)
     outcome = (f"{len(figures.errors)} errors; {figures.completed} completed "
                f"({figures.top_ups} recruited after the burst for the last open slots); "
                f"{figures.episodes_with_k}/{figures.episodes} episodes with exactly "
                f"{figures.raters} distinct raters; {figures.ratings_in_label_studio} ratings in "
-               f"Label Studio, {figures.ratings_recorded} recorded by the gateway")
+               f"Label Studio ({figures.gold_ratings} of them gold), "
+               f"{figures.ratings_recorded} recorded by the gateway")
     return [
         {"benchmark": "study: burst, page ready (rate page)", "size": size,
          "seconds": f"{figures.seconds:,.1f}",
@@ -286,5 +329,5 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
          "target": "0 errors, every episode k raters, nothing lost",
          "met": (not figures.errors and figures.episodes_with_k == figures.episodes
                  and figures.ratings_in_label_studio == figures.ratings_recorded
-                 == figures.episodes * figures.raters)},
+                 == figures.episodes * figures.raters + figures.gold_ratings)},
     ]
