@@ -417,6 +417,7 @@ def test_a_failed_action_exits_non_zero_after_saying_which(tmp_path, study, engi
 @pytest.mark.parametrize(("options", "expected"), [
     (["--send"], "--send, --prolific-files, --workspace and --group-name go with --apply"),
     (["--apply", "--send"], "set PROLIFIC_TOKEN, or write the files for Prolific's own"),
+    (["--apply", "-o", "review.csv"], "-o writes the review file and --apply carries out"),
 ])
 def test_options_that_cannot_work_are_refused_in_one_line(tmp_path, study, options, expected):
     study_file = write_study(study, tmp_path / "study.json")

@@ -515,6 +515,9 @@ def review_command(study_path: Path, database: str | None, output: Path, edited:
     if edited is not None and given is ParameterSource.COMMANDLINE:
         raise click.UsageError("give -o to write the review file or --decisions to read an "
                                "edited one back, not both")
+    if payment is not None and given is ParameterSource.COMMANDLINE:
+        raise click.UsageError("-o writes the review file and --apply carries out the recorded "
+                               "decisions: give one at a time")
     _, _, store = _web_stack()
     from ..labelstudio.client import connect
     from .review import record_review, write_review
