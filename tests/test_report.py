@@ -202,9 +202,12 @@ def test_the_agreement_chart_draws_each_dimensions_alpha_within_its_interval(rep
 
 @pytest.fixture(scope="module")
 def full_page(study, tmp_path_factory) -> Path:
-    """A report with every table, qualification against reference ratings included."""
+    """A report with every table, qualification against reference ratings and review
+    decisions included."""
     model = first_annotator_as_model(study)
-    report = build_report(study, model, Tally(), reference=model, bootstrap=100)
+    decisions = ["approve", "look", "reject", ""]
+    reviewed = study.assign(review_decision=[decisions[a % 4] for a in study["annotation_id"]])
+    report = build_report(reviewed, model, Tally(), reference=model, bootstrap=100)
     return report.write(tmp_path_factory.mktemp("full") / "report")
 
 
@@ -220,7 +223,7 @@ def test_every_table_fits_a_window_1440_pixels_wide(full_page):
         try:
             window = browser.new_page(viewport={"width": 1440, "height": 900})
             window.goto(full_page.as_uri())
-            assert window.locator("table").count() == 9  # all but the empty audit
+            assert window.locator("table").count() == 10  # all but the empty audit
             assert window.evaluate("document.documentElement.scrollWidth") <= 1440
             too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
                 .filter(e => e.getBoundingClientRect().right > 1440

@@ -6,7 +6,8 @@ The export reads top to bottom (``export``): read → validate → encode → wr
                   snapshot (``sotopia_ls.labelstudio.snapshot``)
 - ``chunks``      those bytes cut into JSON arrays of whole tasks
 - ``wire``        the task fields the exporter reads, decoded by msgspec
-- ``validate``    in a worker: one chunk → score rows, error rows, findings, model rows
+- ``validate``    in a worker: one chunk → score rows (each with the study review's decision
+                  from its task's meta), error rows, findings, model rows
 - ``encode``      in a worker: one validated chunk → its share of each output file, as bytes
 - ``accounting``  ``Tally``, ``ErrorRow``, ``Finding``: what accounts for every annotation
 - ``collection``  in the parent: the parts joined in order, then settled: episodes found in
@@ -16,10 +17,12 @@ The export reads top to bottom (``export``): read → validate → encode → wr
 - ``parallel``    validate and encode chunks in worker processes, in order
 - ``write``       one writer per output file, in a staging folder
 - ``rewrite``     the written chunk files rewritten for episodes found in several tasks
+- ``protocol``    ``protocol.json`` and ``protocol.md``: what a methods section needs
 - ``export``      ``export_project``, ``export_file`` → ``ExportResult`` (DataFrames, files)
 - ``agreement``   agreement per dimension
 - ``gwet``        Gwet's AC1 and AC2 per dimension (irrCAC)
 - ``comparison``  human vs model, qualification, per-annotator figures
+- ``review``      the study review's decisions counted, for the report
 - ``sections``    the report's sections, one object each, in one list (``SECTIONS``)
 - ``page``, ``plots``  the report's HTML and its plots (matplotlib set up at the first plot)
 - ``report``      ``build_report`` runs the sections; the self-contained HTML report

@@ -47,7 +47,9 @@ AUDIT_KINDS: tuple[str, ...] = (
 
 @dataclass
 class Tally:
-    """Counts that account for every annotation: ``total = exported + rejected + cancelled``."""
+    """Counts that account for every annotation:
+    ``total = exported + rejected + cancelled + excluded``, ``excluded`` being the annotations
+    the study review marked reject, left out when asked (``Settings.exclude_rejected``)."""
 
     tasks: int = 0
     total: int = 0
@@ -58,15 +60,17 @@ class Tally:
     ground_truth: int = 0
     drafts: int = 0
     invalid_model_evaluations: int = 0
+    excluded: int = 0
 
     @property
     def balanced(self) -> bool:
-        return self.total == self.exported + self.rejected + self.cancelled
+        return self.total == self.exported + self.rejected + self.cancelled + self.excluded
 
     def reconciliation(self) -> str:
+        excluded = f" + {self.excluded} excluded by review" if self.excluded else ""
         return (
             f"{self.total} annotations = {self.exported} exported + {self.rejected} rejected "
-            f"+ {self.cancelled} cancelled/skipped"
+            f"+ {self.cancelled} cancelled/skipped{excluded}"
         )
 
     def add(self, other: Tally) -> None:

@@ -6,7 +6,8 @@ imports that ran at once, a task copied by hand), and an annotator who rated suc
 in more than one of its tasks, whose earlier ratings are refused so that an annotator counts
 once per episode (``Repeats``: which rows the writers drop and which ``episodes.jsonl``
 aggregates at its end). The collection also holds the tallies, the refused annotations, the
-audit's findings, the episodes' model rows, the annotator identities and the summary.
+audit's findings, the episodes' model rows, the annotator identities, the study review's
+decisions counted and the summary.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..labelstudio.tasks import REJECT, REVIEW_DECISIONS
 from .accounting import AUDIT_KINDS, ErrorRow, Finding, Tally, repeat_refusal
 from .tables import annotation_table
 from .validate import ModelRow, Part, Rated
@@ -110,11 +112,24 @@ class Collection:
         findings = self.audit_findings()
         return {kind: sum(f.kind == kind for f in findings) for kind in AUDIT_KINDS}
 
+    def review(self) -> dict[str, int]:
+        """How many annotations the study review marked with each decision: those exported
+        and, for reject, those excluded."""
+        import pyarrow.compute as pc
+
+        counts = dict.fromkeys(REVIEW_DECISIONS, 0)
+        for table in self.tables:
+            for entry in pc.value_counts(table.column("review_decision")).to_pylist():
+                if entry["values"] in counts:
+                    counts[entry["values"]] += entry["counts"]
+        counts[REJECT] += self.tally.excluded
+        return counts
+
     def summary(self, unlogged: dict[str, str]) -> dict[str, Any]:
-        """``summary.json``: the counts, the audit's, the episodes found in several tasks and
-        those ``unlogged`` (without an ``EpisodeLog``, and why)."""
+        """``summary.json``: the counts, the audit's, the review's decisions, the episodes
+        found in several tasks and those ``unlogged`` (without an ``EpisodeLog``, and why)."""
         return asdict(self.tally) | {
-            "balanced": self.tally.balanced, "audit": self.audit(),
+            "balanced": self.tally.balanced, "audit": self.audit(), "review": self.review(),
             "episodes_in_several_tasks": self.repeats.several_tasks,
             "episodes_without_episode_log": unlogged,
         }

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
+from ..study.settings import DATABASE_ENV
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from .export import ExportResult, Reading, export_file, export_project
 from .parallel import default_workers
@@ -56,6 +58,12 @@ _source_options = _options(
         "--raw-csv", is_flag=True,
         help="Write CSV cells starting with = + - @ or a tab as they are. Default: such a cell "
         "gets a leading ' so that a spreadsheet shows it as text instead of running it.",
+    ),
+    click.option(
+        "--exclude-rejected", is_flag=True,
+        help="Leave out the annotations the study review marked reject (task meta "
+        "sotopia_review) from every table and figure, and say how many. Default: they stay, "
+        "marked in the review_decision column.",
     ),
     click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
                  required=True, help="Folder to write (created, or replaced as a whole)."),
@@ -104,6 +112,10 @@ def _echo_tally(result: ExportResult) -> None:
     ]
     if any(extras):
         click.echo("; ".join(extra for extra in extras if extra))
+    review = result.collection.review()
+    if any(review.values()):
+        click.echo("review: " + ", ".join(f"{count} {decision}"
+                                          for decision, count in review.items()))
     audit = {kind: count for kind, count in result.collection.audit().items() if count}
     if audit:
         click.echo("audit: " + ", ".join(f"{count} {kind.replace('_', ' ')}"
@@ -131,19 +143,34 @@ def _echo_tally(result: ExportResult) -> None:
     help="With --from-file: the project's annotations per task, so that tasks with more are "
     "audited (a live project's own setting is read).",
 )
+@click.option(
+    "--study", "studies", multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A study file (`sotopia-ls study init`): its design and what its gateway database "
+    "recorded go into protocol.json and protocol.md. Repeatable: a qualification round and "
+    "its main study.",
+)
+@click.option(
+    "--database", envvar=DATABASE_ENV, show_envvar=True,
+    help="With --study: the gateway's database URL, instead of the study files' (a password "
+    "belongs here, or in PGPASSWORD or ~/.pgpass, never in the file).",
+)
 def export_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    with_predictions: bool, keep_identities: bool, raw_csv: bool, output: Path, workers: int,
-    model_names: tuple[str, ...], overlap: int | None,
+    with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
+    output: Path, workers: int, model_names: tuple[str, ...], overlap: int | None,
+    studies: tuple[Path, ...], database: str | None,
 ) -> None:
     """Validate every annotation and write the scores in Sotopia's formats.
 
     Writes annotations.jsonl (Sotopia AnnotationForEpisode), evaluations.jsonl, episodes.jsonl
     (annotators aggregated), scores_long.csv/.parquet, scores_wide.csv (the oTree *_final.csv
     columns), model_scores.csv, errors.jsonl (each refused annotation with its field and
-    reason), audit.jsonl, summary.json, and the private annotator_identities.csv. Cancelled
-    annotations and drafts are counted, not exported. The output folder is replaced as a
-    whole, or left as it was if anything fails.
+    reason), audit.jsonl, summary.json, protocol.json and protocol.md (what a methods section
+    needs: raters per episode, minutes per episode, review decisions, exclusions; with
+    --study, the study's design and gateway records too), and the private
+    annotator_identities.csv. Cancelled annotations and drafts are counted, not exported. The
+    output folder is replaced as a whole, or left as it was if anything fails.
 
     Example:
 
@@ -152,27 +179,48 @@ def export_command(
         sotopia-ls export --project "Pilot study" -o results/
 
         sotopia-ls export --from-file project-1-export.json -o results/
+
+        sotopia-ls export --project "Main study" --exclude-rejected --study qualification.json --study study.json -o results/
     """
     require_extra("export")
     _check_source(project, from_file, with_predictions)
     if overlap is not None and from_file is None:
         raise click.UsageError("--overlap is for --from-file; a live project's is read from it")
+    given = click.get_current_context().get_parameter_source("database")
+    if given is ParameterSource.COMMANDLINE and not studies:
+        raise click.UsageError("--database is for --study: it reads the study's gateway database")
     names = _model_names(model_names)
     with failures_as_messages():
+        records = _study_records(studies, database)
         if from_file is not None:
             result = export_file(
                 from_file, output, identities=_identities(url, api_key), model_names=names,
                 keep_identities=keep_identities, raw_csv=raw_csv, overlap=overlap,
+                exclude_rejected=exclude_rejected, studies=records,
                 reading=Reading(workers), progress=True,
             )
         else:
             result = export_project(
                 connect(url, api_key), project, output, model_names=names,
                 with_predictions=with_predictions, keep_identities=keep_identities,
-                raw_csv=raw_csv, reading=Reading(workers), progress=True,
+                raw_csv=raw_csv, exclude_rejected=exclude_rejected, studies=records,
+                reading=Reading(workers), progress=True,
             )
     _echo_tally(result)
-    click.echo(f"wrote {output}/ ({result.tally.exported} annotation(s))")
+    excluded = (f"; {result.tally.excluded} marked reject in review excluded"
+                if exclude_rejected else "")
+    click.echo(f"wrote {output}/ ({result.tally.exported} annotation(s){excluded})")
+
+
+def _study_records(studies: tuple[Path, ...], database: str | None) -> list[dict[str, Any]]:
+    """The study side of the protocol record, read before the export so that a study file or
+    database that cannot be read stops it before anything is written."""
+    if not studies:
+        return []
+    require_extra("study")
+    from ..study.protocol import studies_protocol
+
+    return studies_protocol(studies, database)
 
 
 @click.command("report")
@@ -194,8 +242,9 @@ def export_command(
               help="Seed of the bootstrap; the same seed and data give the same intervals.")
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    with_predictions: bool, keep_identities: bool, raw_csv: bool, output: Path, workers: int,
-    from_export: Path | None, reference: Path | None, bootstrap: int, seed: int,
+    with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
+    output: Path, workers: int, from_export: Path | None, reference: Path | None,
+    bootstrap: int, seed: int,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
@@ -223,18 +272,23 @@ def report_command(
     if from_export is not None and keep_identities:
         raise click.UsageError("--keep-identities does nothing with --from-export: the report "
                                "keeps the names the export gave")
+    if from_export is not None and exclude_rejected:
+        raise click.UsageError("--exclude-rejected does nothing with --from-export: the report "
+                               "reads what the export kept (export with --exclude-rejected)")
     settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv}
     with failures_as_messages():
         if from_export is not None:
             report = report_export(from_export, output, **settings)
         elif from_file is not None:
             report = report_file(from_file, output, identities=_identities(url, api_key),
-                                 keep_identities=keep_identities, reading=Reading(workers),
+                                 keep_identities=keep_identities,
+                                 exclude_rejected=exclude_rejected, reading=Reading(workers),
                                  progress=True, **settings)
         else:
             report = report_project(connect(url, api_key), project, output,
                                     with_predictions=with_predictions,
-                                    keep_identities=keep_identities, reading=Reading(workers),
+                                    keep_identities=keep_identities,
+                                    exclude_rejected=exclude_rejected, reading=Reading(workers),
                                     progress=True, **settings)
     click.echo(report.inputs.tally.reconciliation())
     click.echo(f"wrote {output / 'report.html'}")

@@ -13,7 +13,8 @@ from an export snapshot first). Both run the same pipeline:
 The input is read once. An episode found in several tasks (two imports that ran at once, a
 task copied by hand) is settled when every chunk is in (``Collection.settle``): an annotator
 counts once per episode, and the files already written are rewritten from the staging folder
-(``rewrite``) so that ``episodes.jsonl`` aggregates the episode whole.
+(``rewrite``) so that ``episodes.jsonl`` aggregates the episode whole. The protocol record
+(``protocol``) is written last, into the same staging folder.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import gc
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -41,6 +42,7 @@ from .chunks import CHUNK_BYTES, regions, task_chunks
 from .collection import Collection
 from .encode import Encoding
 from .parallel import default_workers, read_parts
+from .protocol import export_protocol, write_protocol
 from .source import file_reads
 from .tables import frame, scores_long
 from .validate import Settings
@@ -54,10 +56,12 @@ if TYPE_CHECKING:
 class ExportResult:
     """The validated annotations as DataFrames, with the counts that account for all of them.
 
-    ``several_tasks`` maps each episode found in more than one task to those tasks.
+    ``several_tasks`` maps each episode found in more than one task to those tasks;
+    ``protocol`` is the record ``protocol.json`` holds.
     """
 
     collection: Collection
+    protocol: dict[str, Any]
 
     @property
     def tally(self) -> Tally:
@@ -169,11 +173,16 @@ def _read(
 
 def _export(
     path: Path, settings: Settings, staging: Path | None, encoding: Encoding,
-    reading: Reading, progress: bool,
+    reading: Reading, progress: bool, studies: Sequence[Mapping[str, Any]],
 ) -> ExportResult:
     encoding_used = encoding if staging is not None else None
     with _collector_paused():
-        return ExportResult(_read(path, settings, encoding_used, reading, staging, progress))
+        collection = _read(path, settings, encoding_used, reading, staging, progress)
+    result = ExportResult(collection,
+                          export_protocol(collection, settings.exclude_rejected, studies))
+    if staging is not None:
+        write_protocol(staging, result.protocol)
+    return result
 
 
 def _owned(name: str) -> bool:
@@ -205,6 +214,8 @@ def export_project(
     with_predictions: bool = False,
     keep_identities: bool = False,
     raw_csv: bool = False,
+    exclude_rejected: bool = False,
+    studies: Sequence[Mapping[str, Any]] = (),
     reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
@@ -214,14 +225,19 @@ def export_project(
     private ``annotator_identities.csv``; ``keep_identities`` names them by email instead.
     ``with_predictions`` also fetches the project's predictions, the model scores of tasks
     that carry no stored evaluation (e.g. judgements of a pre-annotation backend).
-    ``raw_csv`` leaves CSV cells a spreadsheet would evaluate as they are. ``reading`` sets
-    the worker processes and chunk size; ``progress`` shows a bar.
+    ``raw_csv`` leaves CSV cells a spreadsheet would evaluate as they are. Each annotation
+    carries the study review's decision from its task's meta (``review_decision``);
+    ``exclude_rejected`` leaves out those marked reject, counted in ``tally.excluded``.
+    ``studies`` are the study side's protocol records (``sotopia_ls.study.protocol``), merged
+    into ``protocol.json``. ``reading`` sets the worker processes and chunk size; ``progress``
+    shows a bar.
     """
     target = find_project(client, project)
     settings = Settings(
         f"project {target.id}", annotator_emails(client), keep_identities,
         overlap=target.maximum_annotations,
         predictions=project_predictions(client, target.id) if with_predictions else {},
+        exclude_rejected=exclude_rejected,
     )
     with _workspace(out_dir) as (staging, scratch):
         path = scratch / f"project-{target.id}.json"
@@ -230,7 +246,7 @@ def export_project(
                 out.write(read)
                 bar.update(len(read))
         return _export(path, settings, staging, Encoding(dict(model_names or {}), raw_csv),
-                       reading, progress)
+                       reading, progress, studies)
 
 
 def export_file(
@@ -242,6 +258,8 @@ def export_file(
     keep_identities: bool = False,
     raw_csv: bool = False,
     overlap: int | None = None,
+    exclude_rejected: bool = False,
+    studies: Sequence[Mapping[str, Any]] = (),
     reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
@@ -251,8 +269,9 @@ def export_file(
     ``annotator_emails(client)``) for the private map, and ``overlap`` is the project's
     annotations per task, for the audit.
     """
-    settings = Settings(str(path), identities or {}, keep_identities, overlap=overlap)
+    settings = Settings(str(path), identities or {}, keep_identities, overlap=overlap,
+                        exclude_rejected=exclude_rejected)
     with _workspace(out_dir) as (staging, _):
         return _export(Path(path), settings, staging,
-                       Encoding(dict(model_names or {}), raw_csv), reading, progress)
+                       Encoding(dict(model_names or {}), raw_csv), reading, progress, studies)
 

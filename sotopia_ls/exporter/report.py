@@ -1,8 +1,9 @@
 """The reliability report: one self-contained HTML file plus its tables as CSV.
 
 The report is its sections (``sections.SECTIONS``, in page order): the annotation count
-reconciliation; study integrity; agreement per dimension (interval α, ICC(1,1) and ICC(1,k)
-with bootstrap intervals, pair shares, κ, spread, near-constant flags); the same per model pair
+reconciliation; study integrity; the study review's decisions (when an annotation carries
+one); agreement per dimension (interval α, ICC(1,1) and ICC(1,k) with bootstrap intervals, pair
+shares, κ, spread, near-constant flags); the same per model pair
 and per agent position; Sotopia-π's figures for comparison with that paper; Gwet's AC1 and AC2;
 human vs model, and the model against the spread between humans; qualification against
 reference ratings; per-annotator figures; then for every dimension the score distribution by
@@ -158,25 +159,28 @@ def _tables(result: ExportResult) -> tuple[pd.DataFrame, pd.DataFrame, Tally, pd
 def report_project(
     client: Client, project: str | int, out_dir: Path, *,
     reference: Path | None = None, with_predictions: bool = False,
-    keep_identities: bool = False, bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+    keep_identities: bool = False, exclude_rejected: bool = False,
+    bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
     raw_csv: bool = False, reading: Reading = DEFAULT_READING, progress: bool = False,
 ) -> Report:
     """The report of a live project (read as ``export_project`` reads it), written to
     ``out_dir``."""
     result = export_project(client, project, with_predictions=with_predictions,
-                            keep_identities=keep_identities, reading=reading, progress=progress)
+                            keep_identities=keep_identities, exclude_rejected=exclude_rejected,
+                            reading=reading, progress=progress)
     return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv)
 
 
 def report_file(
     path: Path, out_dir: Path, *, identities: Mapping[int, str] | None = None,
     reference: Path | None = None, keep_identities: bool = False,
-    bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, raw_csv: bool = False,
+    exclude_rejected: bool = False, bootstrap: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED, raw_csv: bool = False,
     reading: Reading = DEFAULT_READING, progress: bool = False,
 ) -> Report:
     """The report of a Label Studio JSON export file, written to ``out_dir``."""
     result = export_file(path, identities=identities, keep_identities=keep_identities,
-                         reading=reading, progress=progress)
+                         exclude_rejected=exclude_rejected, reading=reading, progress=progress)
     return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..dimensions import RUBRIC
+from ..labelstudio.tasks import REJECT
 from .accounting import AUDIT_KINDS, Tally
 from .agreement import agreement_breakdown, agreement_table
 from .bootstrap import Bootstrap
@@ -34,6 +35,7 @@ from .comparison import (
 from .gwet import gwet_table
 from .page import FLAG, estimate, note, number, section, shown, table
 from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
+from .review import review_table
 from .sotopia_pi import PI_COLUMNS
 
 if TYPE_CHECKING:
@@ -151,6 +153,22 @@ def _audit(audit: pd.DataFrame, needed: Results, report: Report, text: str) -> s
                       for kind in AUDIT_KINDS)
     first = audit.head(50)
     return section("Study integrity", note(text), note(lines), table(first) if len(first) else "")
+
+
+def _review(decided: pd.DataFrame | None, needed: Results, report: Report, text: str) -> str:
+    if decided is None:  # no annotation carries a decision: nothing to show
+        return ""
+    excluded = report.inputs.tally.excluded
+    marked = int(decided.loc[decided["decision"] == REJECT, "annotations"].sum())
+    if excluded:
+        said = (f"{excluded} annotations marked reject were excluded from every table and "
+                "figure of this report (--exclude-rejected).")
+    elif marked:
+        said = (f"The {marked} annotations marked reject are kept in every table and figure of "
+                "this report; export with --exclude-rejected to leave them out.")
+    else:
+        said = ""
+    return section("Review decisions", note(text), note(said) if said else "", table(decided))
 
 
 def _agreement(agreement: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
@@ -272,6 +290,10 @@ AUDIT_NOTE = (
     "rating of an episode (only the latest counts), a task with more submitted annotations "
     "than the project asks for, an episode found in several tasks. Each is listed in "
     "audit.jsonl and audit.csv with task, annotation and annotator.")
+REVIEW_NOTE = (
+    "The researchers' decisions from the study review (sotopia-ls study review), per annotation "
+    "of the crowd: approve, look (to look at again) or reject, and the annotations not "
+    "reviewed. share: of all the crowd's annotations, excluded ones included.")
 AGREEMENT_NOTE = (
     "Units are episode × agent with at least two annotators; every rating of a unit is used. "
     "alpha: Krippendorff's α, interval level, on the scores (the headline figure). icc1: "
@@ -331,6 +353,8 @@ QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of th
 SECTIONS: tuple[Section, ...] = (
     Section("annotations", lambda inputs, needed: inputs.tally, _annotations, table=False),
     Section("audit", lambda inputs, needed: inputs.audit, _audit, AUDIT_NOTE),
+    Section("review", lambda inputs, needed: review_table(inputs.long, inputs.tally.excluded),
+            _review, REVIEW_NOTE),
     Section("agreement", lambda inputs, needed: agreement_table(inputs.long, inputs.bootstrap),
             _agreement, AGREEMENT_NOTE),
     Section("agreement_breakdown",

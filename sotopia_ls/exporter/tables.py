@@ -4,7 +4,8 @@
 first column (the row id; here the annotation id), ``model``, ``pk`` (episode id), ``data``
 (the episode as the oTree app showed it), ``prolific_id`` (the annotator), then
 ``<key>_<N>`` and ``<key>_reasoning_<N>`` for agents 1 and 2. Scripts written for those files
-read it unchanged.
+read it unchanged: the annotation-level columns it lacks (the review decision, timing) are
+``scores_long``'s.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "agent_1_name",
     "agent_2_name",
     "prediction_model_version",
+    # The study review's decision (``tasks.REVIEW_DECISIONS``); "" where none was recorded.
+    "review_decision",
 )
 ROW_COLUMNS: tuple[str, ...] = (*ANNOTATION_COLUMNS, *SCORE_FIELDS, *PREDICTED_FIELDS)
 LONG_COLUMNS: tuple[str, ...] = (
@@ -60,6 +63,7 @@ LONG_COLUMNS: tuple[str, ...] = (
     "source_tag",
     "models",
     "ground_truth",
+    "review_decision",
     "prediction_model_version",
     "predicted_score",
     "changed_from_prediction",

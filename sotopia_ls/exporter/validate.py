@@ -6,9 +6,11 @@ and placed once.
 ``sotopia_ls.scores``, read by ``sotopia_ls.labelstudio.results``), an error row per reason an
 annotation was refused, each episode's model scores (every judge's evaluation kept in its
 task's meta, else its latest prediction), the audit's findings and the counts that account for
-every annotation (``accounting``). It is a pure function of the chunk and the ``Settings``:
-what needs every chunk (an annotator who rated an episode again in another task) is the
-parent's, in ``collection``.
+every annotation (``accounting``). Each row carries the study review's decision on it, read
+from its task's meta (``tasks.REVIEW``) once per task; ``Settings.exclude_rejected`` leaves
+out those marked reject, counted as excluded. It is a pure function of the chunk and the
+``Settings``: what needs every chunk (an annotator who rated an episode again in another task)
+is the parent's, in ``collection``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from .. import errors
 from ..dimensions import AGENTS, DIMENSION_KEYS
 from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
-from ..labelstudio.tasks import EVALUATION, JUDGES, stored_judges
+from ..labelstudio.tasks import EVALUATION, JUDGES, REJECT, REVIEW, REVIEW_DECISIONS, stored_judges
 from ..scores import Evaluation
 from .accounting import ErrorRow, Finding, Tally, repeat_refusal
 from .chunks import Region
@@ -81,6 +84,8 @@ class Settings:
     overlap: int | None = None
     # task id → {"result", "model_version"}: model scores of tasks without a stored evaluation.
     predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
+    # Leave out the annotations the study review marked reject.
+    exclude_rejected: bool = False
 
 
 @dataclass
@@ -165,12 +170,13 @@ def _task_columns(task: Task, episode_id: str) -> dict[str, Any]:
     }
 
 
-def _annotation_columns(annotation: Annotation, annotator: str) -> dict[str, Any]:
+def _annotation_columns(annotation: Annotation, annotator: str, decision: str) -> dict[str, Any]:
     shown = annotation.prediction
     return {
         "annotation_id": annotation.id,
         "annotator_id": annotator,
         "ground_truth": bool(annotation.ground_truth),
+        "review_decision": decision,
         "lead_time": _number(annotation.lead_time),
         "created_at": None if annotation.created_at is None else str(annotation.created_at),
         "prediction_model_version": str(shown.get("model_version") or "")
@@ -241,8 +247,39 @@ def _audit(task: Task, annotation: Annotation, author: Author, part: Part) -> No
         ))
 
 
+def review_decisions(task: Task, origin: str) -> dict[int, str]:
+    """``annotation id → decision`` of the study review's marks in the task's meta; a mark
+    that is not one is refused, naming the task and the field."""
+    marks = getattr(task.meta, REVIEW)
+    if marks is None:
+        return {}
+
+    def refused(reason: str) -> errors.InvalidInput:
+        return errors.InvalidInput([errors.Problem(origin, f"task {shown(task.id)}", reason,
+                                                   f"meta.{REVIEW}")])
+
+    if not isinstance(marks, dict):
+        raise refused(f"not an object of annotation id → decision: {shown(marks)}")
+    decisions = {}
+    for key, decision in marks.items():
+        if not (key.isascii() and key.isdigit()):
+            raise refused(f"{shown(key)} is not an annotation id")
+        if decision not in REVIEW_DECISIONS:
+            raise refused(f"annotation {key}: {shown(decision)} is no decision (one of "
+                          f"{', '.join(REVIEW_DECISIONS)})")
+        decisions[int(key)] = decision
+    return decisions
+
+
+def _without_rejected(rows: list[dict[str, Any]], tally: Tally) -> list[dict[str, Any]]:
+    kept = [row for row in rows if row["review_decision"] != REJECT]
+    tally.excluded += len(rows) - len(kept)
+    return kept
+
+
 def add_task(part: Part, task: Task, settings: Settings) -> None:
     """Validate every annotation of one exported task into ``part``."""
+    decisions = review_decisions(task, settings.origin)
     tally = part.tally
     tally.tasks += 1
     tally.drafts += len(task.drafts)
@@ -278,19 +315,22 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
             )
             continue
         fields.update(shared)
-        fields.update(_annotation_columns(annotation, annotator))
+        fields.update(_annotation_columns(annotation, annotator,
+                                          decisions.get(annotation.id, "")))
         task_rows.append(fields)
     if settings.overlap is not None and submitted > settings.overlap:
         part.findings.append(Finding(
             "more_annotations_than_overlap", task.id, None, "",
             f"{submitted} submitted annotations; the project asks for {settings.overlap}",
         ))
-    if not task_rows:
+    kept = _keep_latest_per_annotator(task_rows, part)
+    if settings.exclude_rejected:
+        kept = _without_rejected(kept, tally)
+    if not kept:
         return
     if episode_id not in part.data:
         part.data[episode_id] = data
         part.model_rows[episode_id] = _model_rows(episode_id, _evaluations(task, settings, tally))
-    kept = _keep_latest_per_annotator(task_rows, part)
     tally.exported += len(kept)
     tally.ground_truth += sum(row["ground_truth"] for row in kept)
     part.rows.extend(kept)

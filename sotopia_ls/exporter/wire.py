@@ -18,7 +18,8 @@ from msgspec import Struct
 from ..errors import InvalidInput, Problem
 from ..labelstudio.results import Result, results_of
 from ..labelstudio.tasks import (
-    AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, JUDGES, SOURCE_ENVIRONMENT, agent_field,
+    AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, JUDGES, REVIEW, SOURCE_ENVIRONMENT,
+    agent_field,
 )
 
 
@@ -58,8 +59,10 @@ Data = msgspec.defstruct(
     ],
     gc=False,
 )
-# Task meta: the model evaluations kept out of the annotators' sight (``tasks.stored_judges``).
-Meta = msgspec.defstruct("Meta", [(EVALUATION, Any, None), (JUDGES, Any, None)], gc=False)
+# Task meta: the model evaluations kept out of the annotators' sight (``tasks.stored_judges``)
+# and the study review's decisions on its annotations.
+Meta = msgspec.defstruct(
+    "Meta", [(EVALUATION, Any, None), (JUDGES, Any, None), (REVIEW, Any, None)], gc=False)
 
 
 class Task(Struct, gc=False):

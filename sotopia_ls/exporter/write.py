@@ -10,7 +10,9 @@
     errors.jsonl          every refused annotation: task, annotation, annotator, field, reason
     audit.jsonl           what a study should not have: edits by others, repeated annotators,
                           more annotations than the overlap, episodes in several tasks
-    summary.json          the counts that account for every annotation, and the audit's
+    summary.json          the counts that account for every annotation, the audit's and the
+                          study review's decisions
+    protocol.json/.md     what a methods section needs (``protocol``), written by ``export``
     annotator_identities.csv   pseudonym → identity (email): private (mode 0600), not to share
 
 The first six grow a chunk at a time (``Outputs.add``); the rest are written once every
@@ -30,6 +32,7 @@ import pandas as pd
 
 from .collection import Collection
 from .encode import CHUNK_FILES, Encoded, csv_header, csv_rows, jsonl
+from .protocol import PROTOCOL_FILES
 from .rewrite import rewrite
 from .tables import LONG_COLUMNS, WIDE_COLUMNS, annotation_table, long_table, with_pandas_types
 
@@ -45,6 +48,7 @@ OUTPUT_FILES: tuple[str, ...] = (
     "errors.jsonl",
     "audit.jsonl",
     "summary.json",
+    *PROTOCOL_FILES,
     "annotator_identities.csv",
 )
 _HEADERS = {"scores_long.csv": csv_header(LONG_COLUMNS),

@@ -1,0 +1,152 @@
+"""The protocol record: what a paper's methods section needs, as ``protocol.json`` and a short
+``protocol.md`` in prose to start from.
+
+What the export itself knows (``export_protocol``): the annotations accounted for, raters per
+episode as observed, the median minutes per episode from Label Studio's lead times, the study
+review's decisions by kind and the exclusions applied. Given the study side's records
+(``sotopia_ls.study.protocol``, read from a study file and the gateway's database), it holds
+those too. Counts and settings only: no annotator, participant, task or annotation id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..labelstudio.tasks import REJECT
+from .collection import Collection
+
+PROTOCOL_FILES: tuple[str, ...] = ("protocol.json", "protocol.md")
+
+
+def median_minutes(seconds: Sequence[float]) -> float | None:
+    """The median of ``seconds``, in minutes; None for none."""
+    return round(float(np.median(seconds)) / 60, 2) if len(seconds) else None
+
+
+def _raters(collection: Collection) -> dict[str, Any]:
+    """Episodes rated by the crowd (ground truth is the reference, not a rater), the raters
+    each had, and the median minutes an annotation took."""
+    import pyarrow.compute as pc
+
+    table = collection.table()
+    crowd = table.filter(pc.invert(table.column("ground_truth")))
+    per_episode = crowd.group_by("episode_id").aggregate([([], "count_all")]).column(
+        "count_all").to_numpy()
+    raters = ({"min": int(per_episode.min()), "median": float(np.median(per_episode)),
+               "max": int(per_episode.max())} if len(per_episode) else None)
+    times = pc.drop_null(crowd.column("lead_time")).to_numpy()
+    return {"episodes": len(per_episode), "raters_per_episode": raters,
+            "median_minutes_per_episode": median_minutes(times)}
+
+
+def export_protocol(collection: Collection, exclude_rejected: bool,
+                    studies: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The record of an export (with ``studies``, the study side's records)."""
+    tally = collection.tally
+    return {
+        "annotations": {"total": tally.total, "exported": tally.exported,
+                        "refused": tally.rejected, "duplicates_refused": tally.duplicates,
+                        "cancelled": tally.cancelled, "ground_truth": tally.ground_truth},
+        **_raters(collection),
+        "review_decisions": collection.review(),
+        "exclusions": {"rejected_by_review_excluded": exclude_rejected,
+                       "excluded": tally.excluded},
+        "studies": [dict(study) for study in studies],
+    }
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}" + ("" if number == 1 else "s")
+
+
+def _percent(share: float | None) -> str:
+    return "–" if share is None else f"{share:.0%}"
+
+
+def _ratings_prose(record: Mapping[str, Any]) -> list[str]:
+    counts, raters = record["annotations"], record["raters_per_episode"]
+    lines = [f"{_count(counts['exported'], 'annotation')} of "
+             f"{_count(record['episodes'], 'episode')} were exported."]
+    if raters:
+        spread = (f"{raters['min']} annotators" if raters["min"] == raters["max"]
+                  else f"{raters['min']} to {raters['max']} annotators (median "
+                       f"{raters['median']:g})")
+        lines.append(f"Each episode was rated by {spread}.")
+    if record["median_minutes_per_episode"] is not None:
+        lines.append(f"The median time on an episode was {record['median_minutes_per_episode']:g} "
+                     "minutes (Label Studio's lead time).")
+    if counts["ground_truth"]:
+        lines.append(f"{_count(counts['ground_truth'], 'ground-truth annotation')} served as "
+                     "reference ratings and are not counted among them.")
+    repeats = (f" ({counts['duplicates_refused']} of them an annotator's repeated rating of "
+               "an episode)" if counts["duplicates_refused"] else "")
+    lines.append(f"Validation refused {_count(counts['refused'], 'annotation')}{repeats}; "
+                 f"{counts['cancelled']} were cancelled or skipped.")
+    return lines
+
+
+def _review_prose(record: Mapping[str, Any]) -> list[str]:
+    decisions, exclusions = record["review_decisions"], record["exclusions"]
+    if not any(decisions.values()):
+        return ["No annotation carries a review decision."]
+    lines = [f"The researchers' review approved {decisions['approve']} annotations, marked "
+             f"{decisions['look']} to look at and rejected {decisions[REJECT]}."]
+    if exclusions["rejected_by_review_excluded"]:
+        lines.append(f"The {exclusions['excluded']} rejected annotations were excluded from "
+                     "every table and figure.")
+    else:
+        lines.append("Rejected annotations were kept, marked in the review_decision column.")
+    return lines
+
+
+def _study_prose(study: Mapping[str, Any]) -> list[str]:
+    sessions = study["sessions"]
+    lines = [
+        f"{_count(study['participants'], 'participant')} took part in "
+        f"{_count(sessions['total'], 'session')} ({sessions['completed']} completed).",
+        f"Each episode was to be rated by {study['raters_per_episode']} participants, each "
+        f"participant rating up to {study['episodes_per_participant']} episodes per session.",
+    ]
+    qualification = study["qualification"]
+    if qualification and "rule" in qualification:
+        lines.append(f"A participant passed when {qualification['rule']}: "
+                     f"{qualification['passed']} of {qualification['scored']} scored sessions "
+                     f"passed ({_percent(qualification['pass_rate'])}).")
+    elif qualification:
+        lines.append(f"Only participants who passed the qualification round "
+                     f"{qualification['round']} were admitted ({qualification['passed']} of "
+                     f"{qualification['scored']} scored sessions passed it, "
+                     f"{_percent(qualification['pass_rate'])}).")
+    if study["gold_share"]:
+        lines.append(f"{_percent(study['gold_share'])} of a participant's episodes were gold "
+                     f"episodes with reference ratings, served like any other: "
+                     f"{study['gold_ratings']} of {study['ratings']} ratings.")
+    if study["median_minutes_per_episode"] is not None:
+        lines.append(f"The median time on an episode was {study['median_minutes_per_episode']:g} "
+                     "minutes.")
+    thresholds = ", ".join(f"{name} {value:g}" for name, value in study["flag_thresholds"].items())
+    lines.append(f"Quality flags were raised with these thresholds: {thresholds}.")
+    decided = study["decisions"]
+    lines.append(f"The review decided on sessions: {decided['approve']} approved, "
+                 f"{decided['look']} to look at, {decided[REJECT]} rejected.")
+    return lines
+
+
+def protocol_markdown(record: Mapping[str, Any]) -> str:
+    """``record`` in prose a methods section can start from."""
+    parts = ["# Study protocol", "## Ratings", " ".join(_ratings_prose(record)),
+             "## Review", " ".join(_review_prose(record))]
+    for study in record["studies"]:
+        parts += [f"## Study {study['study']} ({study['kind']})", " ".join(_study_prose(study))]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_protocol(folder: Path, record: Mapping[str, Any]) -> None:
+    """``protocol.json`` and ``protocol.md`` in ``folder``."""
+    (folder / "protocol.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (folder / "protocol.md").write_text(protocol_markdown(record), encoding="utf-8")

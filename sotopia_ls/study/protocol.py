@@ -1,0 +1,124 @@
+"""The study's side of the protocol record: what a paper's methods section needs, read from the
+study file and the gateway's database.
+
+``study_protocol`` gives the design (raters per episode, episodes per participant, gold share,
+the qualification's rule, the flags' thresholds) and what happened (participants and sessions,
+ratings and gold ratings served, the qualification's pass rate, the review's decisions by kind,
+the median minutes per episode). It holds counts and settings only: no participant, session,
+task or project id, no code, address or database URL. ``sotopia-ls export --study`` merges it
+into the export's ``protocol.json`` (``sotopia_ls.exporter.protocol``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, case, func, select
+
+from ..exporter.protocol import median_minutes
+from ..labelstudio.tasks import REVIEW_DECISIONS
+
+from .leases import COUNTED
+from .settings import StudyFile, read_study
+from .store import (
+    assignments,
+    decisions,
+    gold,
+    open_store,
+    participants,
+    qualification_results,
+    visits,
+)
+
+
+def qualification_rule(max_distance: int) -> str:
+    return f"every rating within ±{max_distance} of the reference rating"
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _pass_rate(conn: Connection, round_name: str) -> dict[str, Any]:
+    """How many visits of the qualification round ``round_name`` were scored, and passed."""
+    scored, passed = conn.execute(
+        select(func.count(), func.sum(case((qualification_results.c.passed, 1), else_=0)))
+        .select_from(qualification_results)
+        .join(visits, visits.c.id == qualification_results.c.visit_id)
+        .join(participants, participants.c.id == visits.c.participant_id)
+        .where(participants.c.study == round_name)).one()
+    passed = int(passed or 0)
+    return {"scored": scored, "passed": passed, "pass_rate": _share(passed, scored)}
+
+
+def _qualification(conn: Connection, study: StudyFile) -> dict[str, Any] | None:
+    """The qualification round this study is, or the one it requires (same database)."""
+    if study.qualification is not None:
+        return {"role": "this study is the qualification round",
+                "rule": qualification_rule(study.qualification.max_distance),
+                "max_distance": study.qualification.max_distance,
+                **_pass_rate(conn, study.name)}
+    if study.requires_qualification is not None:
+        return {"role": "participants had to pass a qualification round",
+                "round": study.requires_qualification,
+                **_pass_rate(conn, study.requires_qualification)}
+    return None
+
+
+def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
+    """The study's design and what its gateway recorded, as counts and settings (no ids)."""
+    name = study.name
+    counted = and_(assignments.c.study == name, assignments.c.state.in_(COUNTED))
+    with engine.connect() as conn:
+        times = list(conn.execute(select(assignments.c.lead_time).where(counted)).scalars())
+        gold_ratings = conn.execute(
+            select(func.count()).select_from(assignments)
+            .join(gold, and_(gold.c.study == assignments.c.study,
+                             gold.c.task_id == assignments.c.task_id))
+            .where(counted)).scalar_one()
+        people = conn.execute(select(func.count()).where(participants.c.study == name)
+                              ).scalar_one()
+        outcomes = dict(conn.execute(
+            select(visits.c.outcome, func.count())
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == name).group_by(visits.c.outcome)).all())
+        decided = dict(conn.execute(
+            select(decisions.c.decision, func.count())
+            .join(visits, visits.c.id == decisions.c.visit_id)
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == name).group_by(decisions.c.decision)).all())
+        qualification = _qualification(conn, study)
+    return {
+        "study": name,
+        "kind": "qualification round" if study.qualification is not None else "main study",
+        "raters_per_episode": study.raters_per_episode,
+        "episodes_per_participant": study.episodes_per_participant,
+        "lease_minutes": study.lease_minutes,
+        "gold_share": 1.0 if study.qualification is not None else study.gold_share,
+        "qualification": qualification,
+        "flag_thresholds": study.flags.model_dump(),
+        "participants": people,
+        "sessions": {"total": sum(outcomes.values()), "completed": outcomes.get("completed", 0),
+                     "no_slots": outcomes.get("no_slots", 0),
+                     "unfinished": outcomes.get(None, 0)},
+        "ratings": len(times),
+        "gold_ratings": gold_ratings,
+        "median_minutes_per_episode": median_minutes([t for t in times if t is not None]),
+        "decisions": {kind: decided.get(kind, 0) for kind in REVIEW_DECISIONS},
+    }
+
+
+def studies_protocol(paths: Sequence[Path], database: str | None = None) -> list[dict[str, Any]]:
+    """``study_protocol`` of each study file, in order, each read from its own database or
+    from ``database`` when given (a qualification and its main study share one)."""
+    records = []
+    for path in paths:
+        study = read_study(path)
+        engine = open_store(database or study.database)
+        try:
+            records.append(study_protocol(engine, study))
+        finally:
+            engine.dispose()
+    return records
