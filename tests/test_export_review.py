@@ -140,7 +140,7 @@ def test_the_report_shows_the_decisions_only_when_there_are_any(export_file, tmp
     assert "+ 1 excluded by review" in excluded.output
     page = (tmp_path / "excluded" / "report.html").read_text()
     assert "<h2>Review decisions</h2>" in page
-    assert "1 annotations marked reject were excluded from every table" in page
+    assert "1 annotation marked reject left out of every table and figure" in page
     table = pd.read_csv(tmp_path / "excluded" / "review.csv").set_index("decision")
     assert table["annotations"].to_dict() == {"approve": 1, "look": 1, "reject": 1,
                                               "not reviewed": 3}
@@ -152,7 +152,7 @@ def test_the_report_shows_the_decisions_only_when_there_are_any(export_file, tmp
     kept = invoke(report_command, "--from-export", str(tmp_path / "kept"), "-o",
                   str(tmp_path / "kept-report"), "--bootstrap", "0")
     assert kept.exit_code == 0, kept.output
-    assert "The 1 annotations marked reject are kept" in (
+    assert "1 annotation marked reject kept in every table" in (
         tmp_path / "kept-report" / "report.html").read_text()
     refused = invoke(report_command, "--from-export", str(tmp_path / "kept"), "-o",
                      str(tmp_path / "r"), "--exclude-rejected")
@@ -198,7 +198,8 @@ def test_the_protocol_record_holds_the_export_facts_and_no_ids(export_file, tmp_
     assert record["studies"] == []
     prose = (out / "protocol.md").read_text()
     assert "Each episode was rated by 1 to 2 annotators (median 2)." in prose
-    assert "The 1 rejected annotations were excluded from every table and figure." in prose
+    assert "review approved 1 annotation, marked 1 to look at and rejected 1. Rejected " \
+           "annotations were excluded from every table and figure (1)." in prose
     for text in ((out / "protocol.json").read_text(), prose):
         assert "@" not in text and "annotator-" not in text
 
@@ -297,7 +298,7 @@ def test_a_reviewed_project_exports_with_the_study_protocol(
     first, second = record["studies"]
     assert first["kind"] == "qualification round" and first["qualification"] == {
         "role": "this study is the qualification round",
-        "rule": "every rating within ±2 of the reference rating", "max_distance": 2,
+        "rule": "every rating was within ±2 of the reference rating", "max_distance": 2,
         "scored": 3, "passed": 2, "pass_rate": round(2 / 3, 4)}
     assert second["kind"] == "main study" and second["qualification"]["round"] == "screening"
     assert second["qualification"]["pass_rate"] == round(2 / 3, 4)
@@ -310,8 +311,8 @@ def test_a_reviewed_project_exports_with_the_study_protocol(
     assert second["flag_thresholds"]["min_rationale_words"] == 5
 
     prose = (out / "protocol.md").read_text()
-    assert "A participant passed when every rating within ±2 of the reference rating: 2 of 3" \
-           in prose
+    assert "A participant passed when every rating was within ±2 of the reference rating: 2 " \
+           "of 3 scored sessions passed (67%)." in prose
     assert "Only participants who passed the qualification round screening were admitted" in prose
     # No id, code, address or database URL in either file.
     for text in ((out / "protocol.json").read_text(), prose):

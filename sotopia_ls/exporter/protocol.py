@@ -19,8 +19,11 @@ import numpy as np
 
 from ..labelstudio.tasks import REJECT
 from .collection import Collection
+from .page import counted
 
 PROTOCOL_FILES: tuple[str, ...] = ("protocol.json", "protocol.md")
+# A study record's ``kind`` when the study is a qualification round (else ``main study``).
+QUALIFICATION_ROUND = "qualification round"
 
 
 def median_minutes(seconds: Sequence[float]) -> float | None:
@@ -60,8 +63,8 @@ def export_protocol(collection: Collection, exclude_rejected: bool,
     }
 
 
-def _count(number: int, what: str) -> str:
-    return f"{number} {what}" + ("" if number == 1 else "s")
+def _minutes(value: float) -> str:
+    return f"{value:g} minute" + ("" if value == 1 else "s")
 
 
 def _percent(share: float | None) -> str:
@@ -70,22 +73,22 @@ def _percent(share: float | None) -> str:
 
 def _ratings_prose(record: Mapping[str, Any]) -> list[str]:
     counts, raters = record["annotations"], record["raters_per_episode"]
-    lines = [f"{_count(counts['exported'], 'annotation')} of "
-             f"{_count(record['episodes'], 'episode')} were exported."]
+    lines = [f"{counted(counts['exported'], 'annotation')} of "
+             f"{counted(record['episodes'], 'episode')} were exported."]
     if raters:
         spread = (f"{raters['min']} annotators" if raters["min"] == raters["max"]
                   else f"{raters['min']} to {raters['max']} annotators (median "
                        f"{raters['median']:g})")
         lines.append(f"Each episode was rated by {spread}.")
     if record["median_minutes_per_episode"] is not None:
-        lines.append(f"The median time on an episode was {record['median_minutes_per_episode']:g} "
-                     "minutes (Label Studio's lead time).")
+        lines.append("The median time on an episode was "
+                     f"{_minutes(record['median_minutes_per_episode'])} (Label Studio's lead time).")
     if counts["ground_truth"]:
-        lines.append(f"{_count(counts['ground_truth'], 'ground-truth annotation')} served as "
-                     "reference ratings and are not counted among them.")
+        lines.append(f"{counted(counts['ground_truth'], 'ground-truth annotation')} served as "
+                     "reference ratings, not as raters.")
     repeats = (f" ({counts['duplicates_refused']} of them an annotator's repeated rating of "
                "an episode)" if counts["duplicates_refused"] else "")
-    lines.append(f"Validation refused {_count(counts['refused'], 'annotation')}{repeats}; "
+    lines.append(f"Validation refused {counted(counts['refused'], 'annotation')}{repeats}; "
                  f"{counts['cancelled']} were cancelled or skipped.")
     return lines
 
@@ -94,25 +97,27 @@ def _review_prose(record: Mapping[str, Any]) -> list[str]:
     decisions, exclusions = record["review_decisions"], record["exclusions"]
     if not any(decisions.values()):
         return ["No annotation carries a review decision."]
-    lines = [f"The researchers' review approved {decisions['approve']} annotations, marked "
-             f"{decisions['look']} to look at and rejected {decisions[REJECT]}."]
+    lines = [f"The researchers' review approved {counted(decisions['approve'], 'annotation')}, "
+             f"marked {decisions['look']} to look at and rejected {decisions[REJECT]}."]
     if exclusions["rejected_by_review_excluded"]:
-        lines.append(f"The {exclusions['excluded']} rejected annotations were excluded from "
-                     "every table and figure.")
+        lines.append(f"Rejected annotations were excluded from every table and figure "
+                     f"({exclusions['excluded']}).")
     else:
         lines.append("Rejected annotations were kept, marked in the review_decision column.")
     return lines
 
 
 def _study_prose(study: Mapping[str, Any]) -> list[str]:
-    sessions = study["sessions"]
-    lines = [
-        f"{_count(study['participants'], 'participant')} took part in "
-        f"{_count(sessions['total'], 'session')} ({sessions['completed']} completed).",
-        f"Each episode was to be rated by {study['raters_per_episode']} participants, each "
-        f"participant rating up to {study['episodes_per_participant']} episodes per session.",
-    ]
-    qualification = study["qualification"]
+    sessions, qualification = study["sessions"], study["qualification"]
+    lines = [f"{counted(study['participants'], 'participant')} took part in "
+             f"{counted(sessions['total'], 'session')} ({sessions['completed']} completed)."]
+    if study["kind"] == QUALIFICATION_ROUND:
+        lines.append(f"Each participant rated up to {study['episodes_per_participant']} gold "
+                     "episodes, episodes with reference ratings.")
+    else:
+        lines.append(f"Each episode was to be rated by {study['raters_per_episode']} "
+                     f"participants, each participant rating up to "
+                     f"{study['episodes_per_participant']} episodes per session.")
     if qualification and "rule" in qualification:
         lines.append(f"A participant passed when {qualification['rule']}: "
                      f"{qualification['passed']} of {qualification['scored']} scored sessions "
@@ -122,18 +127,19 @@ def _study_prose(study: Mapping[str, Any]) -> list[str]:
                      f"{qualification['round']} were admitted ({qualification['passed']} of "
                      f"{qualification['scored']} scored sessions passed it, "
                      f"{_percent(qualification['pass_rate'])}).")
-    if study["gold_share"]:
+    if study["gold_share"] and study["kind"] != QUALIFICATION_ROUND:
         lines.append(f"{_percent(study['gold_share'])} of a participant's episodes were gold "
                      f"episodes with reference ratings, served like any other: "
                      f"{study['gold_ratings']} of {study['ratings']} ratings.")
     if study["median_minutes_per_episode"] is not None:
-        lines.append(f"The median time on an episode was {study['median_minutes_per_episode']:g} "
-                     "minutes.")
+        lines.append(f"The median time on an episode was "
+                     f"{_minutes(study['median_minutes_per_episode'])}.")
     thresholds = ", ".join(f"{name} {value:g}" for name, value in study["flag_thresholds"].items())
     lines.append(f"Quality flags were raised with these thresholds: {thresholds}.")
     decided = study["decisions"]
-    lines.append(f"The review decided on sessions: {decided['approve']} approved, "
-                 f"{decided['look']} to look at, {decided[REJECT]} rejected.")
+    if any(decided.values()):
+        lines.append(f"The review decided on sessions: {decided['approve']} approved, "
+                     f"{decided['look']} to look at, {decided[REJECT]} rejected.")
     return lines
 
 

@@ -33,7 +33,7 @@ from .comparison import (
     qualification,
 )
 from .gwet import gwet_table
-from .page import FLAG, estimate, note, number, section, shown, table
+from .page import FLAG, counted, estimate, note, number, section, shown, table
 from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
 from .review import review_table
 from .sotopia_pi import PI_COLUMNS
@@ -161,11 +161,11 @@ def _review(decided: pd.DataFrame | None, needed: Results, report: Report, text:
     excluded = report.inputs.tally.excluded
     marked = int(decided.loc[decided["decision"] == REJECT, "annotations"].sum())
     if excluded:
-        said = (f"{excluded} annotations marked reject were excluded from every table and "
+        said = (f"{counted(excluded, 'annotation')} marked reject left out of every table and "
                 "figure of this report (--exclude-rejected).")
     elif marked:
-        said = (f"The {marked} annotations marked reject are kept in every table and figure of "
-                "this report; export with --exclude-rejected to leave them out.")
+        said = (f"{counted(marked, 'annotation')} marked reject kept in every table and figure "
+                "of this report; export with --exclude-rejected to leave them out.")
     else:
         said = ""
     return section("Review decisions", note(text), note(said) if said else "", table(decided))

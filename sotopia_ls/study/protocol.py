@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
-from ..exporter.protocol import median_minutes
+from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
 
 from .leases import COUNTED
@@ -33,8 +33,8 @@ from .store import (
 )
 
 
-def qualification_rule(max_distance: int) -> str:
-    return f"every rating within ±{max_distance} of the reference rating"
+def _rule(max_distance: int) -> str:
+    return f"every rating was within ±{max_distance} of the reference rating"
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -57,7 +57,7 @@ def _qualification(conn: Connection, study: StudyFile) -> dict[str, Any] | None:
     """The qualification round this study is, or the one it requires (same database)."""
     if study.qualification is not None:
         return {"role": "this study is the qualification round",
-                "rule": qualification_rule(study.qualification.max_distance),
+                "rule": _rule(study.qualification.max_distance),
                 "max_distance": study.qualification.max_distance,
                 **_pass_rate(conn, study.name)}
     if study.requires_qualification is not None:
@@ -92,7 +92,7 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
         qualification = _qualification(conn, study)
     return {
         "study": name,
-        "kind": "qualification round" if study.qualification is not None else "main study",
+        "kind": QUALIFICATION_ROUND if study.qualification is not None else "main study",
         "raters_per_episode": study.raters_per_episode,
         "episodes_per_participant": study.episodes_per_participant,
         "lease_minutes": study.lease_minutes,
