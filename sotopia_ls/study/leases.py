@@ -394,8 +394,9 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
     """Record the submission of ``assignment`` once; returns it as now stored.
 
     ``saving`` when it holds a slot or is a gold episode (it is then sent to Label Studio),
-    ``surplus`` when every slot of its episode went to others after its lease expired. A second call (a double
-    click, a retried request) changes nothing and returns the first outcome.
+    ``surplus`` when every slot of its episode went to others after its lease expired. A
+    second call (a double click, a retried request) changes nothing and returns the first
+    outcome.
     """
     moment = now()
     with engine.begin() as conn:
