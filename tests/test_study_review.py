@@ -130,11 +130,14 @@ class RatedStudy:
         with self.engine.connect() as conn:
             return {row.visit_id: row for row in conn.execute(select(decisions))}
 
+    def metas(self) -> dict[int, dict]:
+        return {task.id: dict(task.meta or {})
+                for task in self.client.tasks.list(project=self.project, include="id,meta")}
+
     def marks(self) -> dict[str, str]:
         """Every annotation's mark in its task's meta, by annotation id."""
-        return {annotation: decision
-                for task in self.client.tasks.list(project=self.project, include="id,meta")
-                for annotation, decision in (task.meta or {}).get("sotopia_review", {}).items()}
+        return {annotation: decision for meta in self.metas().values()
+                for annotation, decision in meta.get("sotopia_review", {}).items()}
 
     def annotations_of(self, name: str) -> set[str]:
         with self.engine.connect() as conn:
@@ -228,6 +231,7 @@ def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rate
     frame.loc[short, ["decision", "category"]] = ["reject", "LOW_EFFORT"]
     frame.loc[straight, "category"] = "LOW_EFFORT"
     frame.to_csv(tmp_path / "review.csv", index=False)
+    metas = rated.metas()
 
     recorded = rated.review("--decisions", str(tmp_path / "review.csv"))
 
@@ -242,6 +246,10 @@ def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rate
     assert {marks[a] for a in rated.annotations_of("good")} == {"approve"}
     assert {marks[a] for a in rated.annotations_of("short")} == {"reject"}
     assert {marks[a] for a in rated.annotations_of("straight")} == {"reject"}
+    # The rest of each task's meta (a stored model evaluation) is kept.
+    assert any(metas.values())
+    assert {task: {k: v for k, v in meta.items() if k != "sotopia_review"}
+            for task, meta in rated.metas().items()} == metas
 
     # Changed again: the new decision replaces the earlier one, in the database and the marks.
     first = {visit: row.recorded_at for visit, row in rated.decisions().items()}

@@ -156,10 +156,11 @@ def _repeated(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     return True, "; ".join("one text in " + ", ".join(names) for names in repeated)
 
 
-def _similar(mine: str, theirs: str, limits: FlagThresholds) -> bool:
-    if mine == theirs:
+def _similar(matcher: SequenceMatcher, mine: str, limits: FlagThresholds) -> bool:
+    """Whether ``mine`` nearly equals the text ``matcher`` holds as its second sequence."""
+    if mine == matcher.b:
         return True
-    matcher = SequenceMatcher(None, mine, theirs, autojunk=False)
+    matcher.set_seq1(mine)
     # The cheap upper bounds first: most pairs are far apart.
     return (
         matcher.real_quick_ratio() >= limits.copy_similarity
@@ -171,8 +172,10 @@ def _similar(mine: str, theirs: str, limits: FlagThresholds) -> bool:
 def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     if not annotation.others:
         return None
+    # One matcher per other text, reused for each of mine: a matcher indexes its second
+    # sequence once, and that indexing is most of a comparison's cost.
     theirs = [
-        text
+        SequenceMatcher(None, b=text, autojunk=False)
         for other in annotation.others
         for text in map(_normalized, _rationales(other).values())
         if len(text) >= limits.copy_min_chars
@@ -181,7 +184,7 @@ def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
         name
         for name, text in _rationales(annotation.fields).items()
         if len(mine := _normalized(text)) >= limits.copy_min_chars
-        and any(_similar(mine, other, limits) for other in theirs)
+        and any(_similar(matcher, mine, limits) for matcher in theirs)
     ]
     if not copied:
         return False, f"no rationale matches another participant's ({len(annotation.others)} compared)"

@@ -227,15 +227,21 @@ def _flat(results: Any) -> dict[str, Any]:
     return fields
 
 
-def read_visits(engine: Engine, study: StudyFile) -> list[Visit]:
-    """Every visit of ``study``, first arrived first, with its submitted ratings flagged."""
+def _visit_rows(engine: Engine, study: StudyFile) -> list[Any]:
+    """Each visit of ``study`` (id, submission, outcome, participant), first arrived first."""
     with engine.connect() as conn:
-        visit_rows = conn.execute(
+        return list(conn.execute(
             select(visits.c.id, visits.c.prolific_session_id, visits.c.outcome,
                    participants.c.external_id)
             .join(participants, participants.c.id == visits.c.participant_id)
             .where(participants.c.study == study.name)
-            .order_by(visits.c.arrived_at, visits.c.id)).all()
+            .order_by(visits.c.arrived_at, visits.c.id)).all())
+
+
+def read_visits(engine: Engine, study: StudyFile) -> list[Visit]:
+    """Every visit of ``study``, first arrived first, with its submitted ratings flagged."""
+    visit_rows = _visit_rows(engine, study)
+    with engine.connect() as conn:
         scored = dict(conn.execute(
             select(qualification_results.c.visit_id, qualification_results.c.passed)
             .where(qualification_results.c.visit_id.in_([row.id for row in visit_rows]))).all())
@@ -429,8 +435,8 @@ def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
     """The decisions of an edited review file, every row checked; the first bad row raises
     one line naming the file, line and column."""
     known: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for visit in read_visits(engine, study):
-        known[visit.submission].append((visit.id, visit.participant))
+    for row in _visit_rows(engine, study):
+        known[row.prolific_session_id].append((row.id, row.external_id))
     decided: dict[int, tuple[int, Decided]] = {}
     for line, row in _records(path):
         try:
