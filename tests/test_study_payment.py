@@ -437,3 +437,21 @@ def test_a_decision_of_another_kind_in_the_database_is_refused_naming_the_visit(
     with pytest.raises(StudyError, match=rf"^study pilot: visit {visit.id} has the decision "
                                          r"'maybe', none of approve, look, reject; "):
         pay(engine, study, prolific)
+
+
+def test_a_bulk_approval_refused_whole_is_sent_one_by_one_naming_each_refused_participant(
+        engine, study, prolific):
+    paid, returned = reviewed(engine, study, "approve", "approve")
+    prolific.script[BULK] = [(400, {"detail": "A submission is not awaiting review."}, {})]
+    submission, participant = ids(engine, returned)
+    prolific.script[TRANSITION.format(submission)] = [
+        (400, {"detail": "Submission has been returned."}, {})]
+
+    payment = pay(engine, study, prolific, send=True)
+
+    assert [path for _, path, _ in prolific.sent()] == [
+        BULK, TRANSITION.format(ids(engine, paid)[0]), TRANSITION.format(submission)]
+    assert sent_actions(engine) == {paid.id: "approve"}
+    assert payment.sent.failures[1] == (
+        f"approve submission {submission}: Prolific answered HTTP 400: Submission has been "
+        f"returned. (participant {participant})")

@@ -3,7 +3,8 @@
 The decisions recorded from the review file (``store.decisions``: one per visit, i.e. per
 Prolific submission, whose id is the visit's ``SESSION_ID``) become:
 
-- approvals: ``bulk-approve`` requests of at most ``BULK_APPROVE_LIMIT`` submission ids;
+- approvals: ``bulk-approve`` requests of at most ``BULK_APPROVE_LIMIT`` submission ids (one
+  refused whole is sent again one submission at a time, so each refusal names its participant);
 - rejections: one ``reject`` each, with the message to the participant and the category;
 - ``look``: nothing; listed as waiting for the researcher's decision;
 - a qualification round's allow-list: a Prolific participant group, made once in a workspace,
@@ -35,6 +36,7 @@ from .prolific import (
     BULK_APPROVE_LIMIT,
     Prolific,
     ProlificError,
+    ProlificRefused,
     ProlificUnavailable,
     rejection,
 )
@@ -260,7 +262,21 @@ def _chunks(approvals: Sequence[SubmissionDecision]) -> list[Sequence[Submission
 
 def _approve(engine: Engine, prolific: Prolific, chunk: Sequence[SubmissionDecision],
              sent: Sent) -> None:
-    prolific.bulk_approve([d.submission_id for d in chunk])
+    try:
+        prolific.bulk_approve([d.submission_id for d in chunk])
+    except ProlificRefused as exc:
+        # A request refused whole names no submission: approving them one by one pays the
+        # others and names the participant of each one refused.
+        sent.failures.append(f"{exc}; approving them one by one")
+        for decided in chunk:
+            try:
+                prolific.approve(decided.submission_id)
+            except ProlificRefused as refused:
+                sent.failures.append(f"{refused} (participant {decided.participant_id})")
+                continue
+            _record(engine, [decided], "approve")
+            sent.approved.append(decided)
+        return
     _record(engine, chunk, "approve")
     sent.approved.extend(chunk)
 
