@@ -34,6 +34,9 @@ Screening and paying a study (under way, not yet a command):
 - ``typing_counts``  the characters of each rationale pasted and typed, as the rating page
                 counts them, kept with the rating
 - ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups
+- ``payment``   the review's recorded decisions carried out on Prolific (``study review
+                --apply``): a dry run, each action sent recorded so none is sent twice, or the
+                files Prolific's own screens take
 - ``qualification``  a qualification round's visit scored against the gold references once it
                 completed, the round's allow-list, and admission to a main study requiring it
 """
