@@ -16,7 +16,7 @@ annotations judged, not by all. Every field is taken from the rubric, never name
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -156,26 +156,41 @@ def _repeated(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     return True, "; ".join("one text in " + ", ".join(names) for names in repeated)
 
 
-def _similar(matcher: SequenceMatcher, mine: str, limits: FlagThresholds) -> bool:
-    """Whether ``mine`` nearly equals the text ``matcher`` holds as its second sequence."""
-    if mine == matcher.b:
-        return True
-    matcher.set_seq1(mine)
-    # The cheap upper bounds first: most pairs are far apart.
-    return (
-        matcher.real_quick_ratio() >= limits.copy_similarity
-        and matcher.quick_ratio() >= limits.copy_similarity
-        and matcher.ratio() >= limits.copy_similarity
-    )
+class _Other:
+    """Another participant's rationale (normalized), with what comparing it needs computed
+    once: its letters counted, and a matcher indexing it, made when first needed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.letters = Counter(text)
+        self._matcher: SequenceMatcher[str] | None = None
+
+    def similar(self, mine: str, letters: Counter[str], limits: FlagThresholds) -> bool:
+        """Whether ``mine`` (its ``letters`` counted) nearly equals this text."""
+        if mine == self.text:
+            return True
+        total = len(mine) + len(self.text)
+        # SequenceMatcher's own upper bounds of its ratio first (real_quick_ratio from the
+        # lengths, quick_ratio from the letters), cheap here: most pairs are far apart.
+        if (2.0 * min(len(mine), len(self.text)) / total < limits.copy_similarity
+                or 2.0 * sum((letters & self.letters).values()) / total < limits.copy_similarity):
+            return False
+        if self._matcher is None:
+            self._matcher = SequenceMatcher(None, b=self.text, autojunk=False)
+        self._matcher.set_seq1(mine)
+        return self._matcher.ratio() >= limits.copy_similarity
+
+
+def _matches(mine: str, theirs: Sequence[_Other], limits: FlagThresholds) -> bool:
+    letters = Counter(mine)
+    return any(other.similar(mine, letters, limits) for other in theirs)
 
 
 def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     if not annotation.others:
         return None
-    # One matcher per other text, reused for each of mine: a matcher indexes its second
-    # sequence once, and that indexing is most of a comparison's cost.
     theirs = [
-        SequenceMatcher(None, b=text, autojunk=False)
+        _Other(text)
         for other in annotation.others
         for text in map(_normalized, _rationales(other).values())
         if len(text) >= limits.copy_min_chars
@@ -184,7 +199,7 @@ def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
         name
         for name, text in _rationales(annotation.fields).items()
         if len(mine := _normalized(text)) >= limits.copy_min_chars
-        and any(_similar(matcher, mine, limits) for matcher in theirs)
+        and _matches(mine, theirs, limits)
     ]
     if not copied:
         return False, f"no rationale matches another participant's ({len(annotation.others)} compared)"
