@@ -23,6 +23,7 @@ from study_support import EDITOR, Participant, make_study, study_project
 
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
+from sotopia_ls.errors import LabelStudioError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.app import create_app
@@ -37,6 +38,7 @@ from sotopia_ls.study.review import (
     Rated,
     Visit,
     participant_message,
+    record_review,
     suggestion,
 )
 from sotopia_ls.study.saving import save_all_waiting
@@ -261,6 +263,21 @@ def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rate
     assert sum(later[visit].recorded_at > first[visit] for visit in later) == 1
     assert {rated.marks()[a] for a in rated.annotations_of("straight")} == {"approve"}
     assert len(rated.marks()) == 5
+
+
+def test_decisions_recorded_while_label_studio_is_away_are_marked_by_the_same_command_again(
+        rated, tmp_path):
+    assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
+    away = Client(base_url="http://127.0.0.1:9", api_key="k" * 40)  # nothing listens there
+
+    with pytest.raises(LabelStudioError, match="recorded, but marking them in Label Studio "
+                                               "failed.*run the same command again"):
+        record_review(tmp_path / "review.csv", rated.engine, rated.settings, away)
+
+    assert len(rated.decisions()) == 3 and rated.marks() == {}
+    again = rated.review("--decisions", str(tmp_path / "review.csv"))
+    assert "decisions recorded: none; 3 as recorded before" in again.output
+    assert "5 annotation(s) marked in Label Studio" in again.output and len(rated.marks()) == 5
 
 
 @pytest.mark.parametrize("edit, line_column", [

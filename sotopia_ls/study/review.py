@@ -35,7 +35,8 @@ with a Prolific category and a message of at least 100 characters) before anythi
 bad row is one line naming the file, line and column, and nothing is recorded.
 ``record_review`` then records each row into ``decisions`` (a changed decision replaces the
 earlier one) and marks the visit's annotations in Label Studio: task meta ``sotopia_review``
-``{"<annotation id>": decision}``, merged with what the task holds. Nothing is deleted.
+``{"<annotation id>": decision}``, merged with what the task holds. Nothing is deleted. When
+Label Studio fails meanwhile, the decisions stay recorded and the same command marks them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..errors import StudyError
+from ..errors import LabelStudioError, StudyError
 from ..exporter.cells import FORMULA_START, neutralized_frame
 from ..folders import write_file
 from ..labelstudio.client import Client, merge_task_meta
@@ -506,5 +507,10 @@ def record_review(path: Path, engine: Engine, study: StudyFile, client: Client) 
     is recorded when any row is bad."""
     decided = read_review(path, engine, study)
     recorded = record_decisions(engine, decided)
-    annotations, tasks = mark_annotations(engine, study, client, decided)
+    try:
+        annotations, tasks = mark_annotations(engine, study, client, decided)
+    except LabelStudioError as error:
+        raise LabelStudioError(f"the decisions of {path} are recorded, but marking them in "
+                               f"Label Studio failed: {error}; run the same command again once "
+                               "it answers") from error
     return Recorded(recorded, len(decided) - sum(recorded.values()), annotations, tasks)
