@@ -33,6 +33,9 @@ Screening and paying a study (under way, not yet a command):
                 fast, straight-lining, gold distance), each one ``Flag`` in ``FLAGS``
 - ``typing_counts``  the characters of each rationale pasted and typed, as the rating page
                 counts them, kept with the rating
+- ``review``    the review file (``study review``): one row per Prolific submission with its
+                flags, gold distance and a suggested decision; the edited file read back,
+                recorded and marked on the Label Studio tasks
 - ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups
 - ``payment``   the review's recorded decisions carried out on Prolific (``study review
                 --apply``): a dry run, each action sent recorded so none is sent twice, or the
