@@ -180,7 +180,9 @@ def export_command(
 
         sotopia-ls export --from-file project-1-export.json -o results/
 
-        sotopia-ls export --project "Main study" --exclude-rejected --study qualification.json --study study.json -o results/
+        sotopia-ls export --project 3 --exclude-rejected -o results/
+
+        sotopia-ls export --project 3 --study study.json -o results/
     """
     require_extra("export")
     _check_source(project, from_file, with_predictions)
