@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from playwright.sync_api import Browser, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Response as PlaywrightResponse
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 from starlette.testclient import TestClient
 
 from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT
@@ -179,6 +179,34 @@ def test_a_gold_lease_is_renewed_never_expires_and_records_one_submission(tmp_pa
     assert arrival.load_visit(engine, visit.id).rated == 1
     with engine.connect() as conn:
         assert conn.execute(select(assignments.c.state)).scalars().all() == ["saving"]
+
+
+def statements_of_each_lease(engine: Engine, study: StudyFile,
+                             visit: arrival.Visit) -> list[tuple[bool, list[str]]]:
+    """The visit takes and submits its m episodes: for each lease, whether it was gold and
+    the SQL statements taking it ran."""
+    ran: list[str] = []
+    event.listen(engine, "before_cursor_execute",
+                 lambda _c, _cur, statement, *_: ran.append(" ".join(statement.split())))
+    taken = []
+    for _ in range(study.episodes_per_participant):
+        ran.clear()
+        held = lease(engine, study, visit)
+        taken.append((held.task_id in GOLD, list(ran)))
+        leases.settle(engine, held, RESULTS, study.raters_per_episode)
+    return taken
+
+
+def test_a_gold_lease_reads_what_an_ordinary_one_reads_and_only_takes_no_slot(tmp_path):
+    engine, study = on_database(tmp_path, gold_share=0.5, episodes_per_participant=4)
+
+    taken = statements_of_each_lease(engine, study, visitor(engine, study))
+
+    gold_turn = next(statements for is_gold, statements in taken if is_gold)
+    ordinary_turn = next(statements for is_gold, statements in taken if not is_gold)
+    assert Counter(gold_turn) <= Counter(ordinary_turn)
+    only_ordinary = Counter(ordinary_turn) - Counter(gold_turn)
+    assert only_ordinary and all("slots" in statement for statement in only_ordinary)
 
 
 def test_a_task_served_as_an_ordinary_episode_cannot_become_gold(tmp_path):

@@ -332,15 +332,20 @@ def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: 
         current = _visit_lease(conn, visit_id, moment, lease)
         if current is not None:
             return current
-        if gold_share is not None and _gold_turn(conn, gold_share, visit_id, arrived_at):
-            task_id = _gold_candidate(conn, study, participant_id)
-            if task_id is not None:
-                return _new_assignment(conn, study, task_id, None, participant_id, visit_id,
+        if gold_share is not None:
+            # Both looked up on every turn, so that a gold turn costs the queries an ordinary
+            # one does: nothing in the time a page takes may tell them apart.
+            gold_task = _gold_candidate(conn, study, participant_id)
+            candidates = [] if gold_share.only else _candidates(conn, study, participant_id,
+                                                                k, moment)
+            if gold_task is not None and _gold_turn(conn, gold_share, visit_id, arrived_at):
+                return _new_assignment(conn, study, gold_task, None, participant_id, visit_id,
                                        moment)
             if gold_share.only:
                 return None
-        for _ in range(_ROUNDS):
-            candidates = _candidates(conn, study, participant_id, k, moment)
+        for turn in range(_ROUNDS):
+            if gold_share is None or turn:
+                candidates = _candidates(conn, study, participant_id, k, moment)
             if not candidates:
                 return None
             for task_id in candidates:
