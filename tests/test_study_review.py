@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import secrets
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +39,7 @@ from sotopia_ls.study.review import (
     Visit,
     participant_message,
     record_review,
+    review_rows,
     suggestion,
 )
 from sotopia_ls.study.saving import save_all_waiting
@@ -46,9 +47,13 @@ from sotopia_ls.study.settings import StudyFile, write_study
 from sotopia_ls.study.store import (
     assignments,
     decisions,
+    episodes,
     gold,
     open_store,
     participants,
+    qualification_results,
+    typing,
+    visits,
 )
 
 SECRET = secrets.token_urlsafe(32)
@@ -169,6 +174,7 @@ def rows_by_name(study: RatedStudy, path: Path) -> dict[str, pd.Series]:
 # --- the review file ------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_review_file_suggests_a_decision_per_submission_with_a_reason_for_the_participant(
         rated, tmp_path):
     written = rated.review("-o", str(tmp_path / "review.csv"))
@@ -202,6 +208,7 @@ def test_the_review_file_suggests_a_decision_per_submission_with_a_reason_for_th
         assert not any(other in row["message"] for other in others)
 
 
+@pytest.mark.server
 def test_no_cell_of_the_review_file_starts_a_spreadsheet_formula(rated, tmp_path):
     assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
     # A researcher's message that starts like a formula is recorded, then written again.
@@ -225,6 +232,7 @@ def test_no_cell_of_the_review_file_starts_a_spreadsheet_formula(rated, tmp_path
 # --- the researcher's decisions read back ---------------------------------------------------
 
 
+@pytest.mark.server
 def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rated, tmp_path):
     assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
     frame = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
@@ -265,6 +273,7 @@ def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rate
     assert len(rated.marks()) == 5
 
 
+@pytest.mark.server
 def test_decisions_recorded_while_label_studio_is_away_are_marked_by_the_same_command_again(
         rated, tmp_path):
     assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
@@ -280,6 +289,7 @@ def test_decisions_recorded_while_label_studio_is_away_are_marked_by_the_same_co
     assert "5 annotation(s) marked in Label Studio" in again.output and len(rated.marks()) == 5
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("edit, line_column", [
     ({"decision": "reject", "category": "LOW_EFFORT", "message": "x" * 40}, "column message"),
     ({"decision": "maybe"}, "column decision"),
@@ -302,6 +312,56 @@ def test_a_bad_edited_file_names_file_line_and_column_and_records_nothing(
     assert len(lines) == 1 and "Traceback" not in refused.output
     assert f"{tmp_path / 'review.csv'}: line 4, {line_column}:" in lines[0]
     assert rated.decisions() == {} and rated.marks() == {}
+
+
+# --- the gateway's records, without Label Studio ---------------------------------------------
+
+
+def recorded_visit(engine: Engine, name: str, outcome: str | None,
+                   ratings: list[tuple[int, list[dict], float]]) -> int:
+    """A visit as the gateway records it: ``(task, results, seconds)`` per rating; its id."""
+    moment = datetime.now(UTC)
+    with engine.begin() as conn:
+        person = conn.execute(insert(participants).values(
+            study="pilot", external_id=name * 24, arrived_at=moment)).inserted_primary_key[0]
+        visit_id = conn.execute(insert(visits).values(
+            participant_id=person, prolific_study_id="a" * 24, prolific_session_id=name * 24,
+            arrived_at=moment, outcome=outcome)).inserted_primary_key[0]
+        for number, (task, results, seconds) in enumerate(ratings):
+            conn.execute(insert(assignments).values(
+                key=f"{name * 30}{number:02d}", study="pilot", task_id=task,
+                participant_id=person, visit_id=visit_id, state="saved", assigned_at=moment,
+                results=results, lead_time=seconds, ls_annotation_id=None))
+    return visit_id
+
+
+def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    with engine.begin() as conn:
+        conn.execute(insert(episodes), [{"study": "pilot", "task_id": task, "shown": {
+            "dialogue": [{"author": "A", "text": "word " * 500}]}} for task in (1, 2)])
+    pasted = recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    passed = recorded_visit(engine, "b", "completed", [(2, GOOD, 60.0)])
+    recorded_visit(engine, "c", None, [])
+    with engine.begin() as conn:
+        conn.execute(insert(typing).values(
+            assignment_id=select(assignments.c.id).where(assignments.c.visit_id == pasted)
+            .scalar_subquery(),
+            counts={"believability_reasoning_1": {"pasted": 90, "typed": 10}}))
+        conn.execute(insert(qualification_results).values(
+            visit_id=passed, passed=True, largest_distance=1, scored_at=datetime.now(UTC)))
+
+    rows = review_rows(engine, study).set_index("participant")
+
+    assert rows.loc["a" * 24, ["pasted_rationale.fired", "pasted_rationale.judged"]].tolist() == [1, 1]
+    assert rows.loc["a" * 24, ["too_fast.fired", "too_fast.judged"]].tolist() == [0, 1]
+    assert rows.loc["a" * 24, "copied_rationale.judged"] == 0  # nobody else rated episode 1
+    assert rows.loc["a" * 24, ["suggested", "qualification"]].tolist() == ["look", ""]
+    # 500 words take 2 minutes at 250 words a minute: one was spent.
+    assert rows.loc["b" * 24, ["too_fast.fired", "qualification"]].tolist() == [1, "passed"]
+    assert rows.loc["c" * 24, ["outcome", "suggested", "rule", "category"]].tolist() == [
+        UNFINISHED, "look", UNFINISHED, "NO_CODE"]
 
 
 # --- the suggestion rules, on plain data ----------------------------------------------------
