@@ -234,6 +234,18 @@ prolific_group_members = Table(
 )
 
 
+# The running agreement on the ratings saved so far, recomputed off the request path every few
+# seconds: per dimension key, {"alpha", "alpha_low", "alpha_high", "ac", "ac_low", "ac_high",
+# "pairs"} (a figure the ratings cannot give yet is null). The dashboard shows it; adaptive
+# extra raters stop once every interval is narrow enough.
+agreement_snapshots = Table(
+    "agreement_snapshots", metadata,
+    Column("study", String(64), primary_key=True),
+    _time("computed_at", nullable=False),
+    Column("ratings", Integer, nullable=False),  # ratings the figures were computed on
+    Column("figures", JSON, nullable=False),
+)
+
 def now() -> datetime:
     return datetime.now(timezone.utc)
 
