@@ -13,9 +13,10 @@ never get a login, a token or its address.
                 what its template gets (``vars_for_template``), what its submit does
                 (``before_next_page``, returning the visit as it left it); a page with a form
                 records its answers by default
-- ``flow``      the gateway's pages in order, ``PAGE_SEQUENCE``: instructions → rate (× m) →
-                done; ``create_app(pages=…)`` takes another sequence (a consent page added is
-                one class and one template)
+- ``flow``      the gateway's pages in order, ``PAGE_SEQUENCE``: [admission] → instructions →
+                rate (× m) → done (admission only in a study that requires a qualification
+                round); ``create_app(pages=…)`` takes another sequence (a consent page added
+                is one class and one template)
 - ``gateway``   what every request needs, made once at start (``prepare_gateway``)
 - ``shown``     what of a task a participant's browser receives
 - ``saving``    a submission checked, and written behind into Label Studio exactly once

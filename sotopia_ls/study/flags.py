@@ -4,8 +4,8 @@ An ``Annotation`` is one participant's ratings of one episode in the flat form
 (``sotopia_ls.scores``), with what else is known about it: the episode's word count, the time
 on task, how much of each rationale was pasted rather than typed, the other participants'
 ratings of the same episode and reference (gold) ratings. Each flag is one ``Flag`` in
-``FLAGS``; its thresholds live in ``FlagThresholds`` (one model, defaults here, meant to be read
-from the study file). ``flag_annotation`` runs every flag and knows none by name: a flag is one
+``FLAGS``; its thresholds live in ``FlagThresholds`` (one model, defaults here; a study file's
+``flags`` holds its own). ``flag_annotation`` runs every flag and knows none by name: a flag is one
 object added to the list (``flag_annotation(..., flags=FLAGS + (mine,))``).
 
 A flag's check answers None when the data it needs is not given (no time measured, no reference
