@@ -477,9 +477,9 @@ def test_episodes_imported_mid_study_are_offered_once_study_sync_has_run(
     synced = _run(env, "study", "sync", "--study", str(tmp_path / "study.json"))
     new = len(load_episodes(SAMPLE_EPISODES).episodes) - len(first)
     assert synced.exit_code == 0, synced.output
-    assert f"{new} new episode(s), {2 * new} new rating slot(s)" in synced.output
+    assert f"{new} new episode(s) with {2 * new} rating slot(s), 0 new gold" in synced.output
     again = _run(env, "study", "sync", "--study", str(tmp_path / "study.json"))
-    assert "0 new episode(s)" in again.output
+    assert "0 new episode(s) with 0 rating slot(s)" in again.output
 
     newcomer = study.participant()  # the running gateway, not restarted
     newcomer.begin()

@@ -31,6 +31,7 @@ from conftest import results_of
 from study_support import (
     BOOT,
     EDITOR,
+    SAMPLE_EPISODES,
     Participant,
     answers,
     check_invariants,
@@ -45,7 +46,9 @@ from sotopia_ls.cli import main
 from sotopia_ls.dimensions import rating_name
 from sotopia_ls.errors import StudyError
 from sotopia_ls.exporter.tables import WIDE_COLUMNS
-from sotopia_ls.labelstudio.client import Client, project_task_data
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import Client, import_batch, project_task_data
+from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import EPISODE_ID
 from sotopia_ls.study import arrival, leases
 from sotopia_ls.study.app import create_app
@@ -412,6 +415,29 @@ def test_study_sync_with_a_bad_reference_csv_exits_with_one_line_and_no_tracebac
     assert (f"{study.settings.gold_references} [row 2]: goal_2: goal score 12 is outside 0 to 10"
             in result.output)
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_study_sync_counts_new_ordinary_episodes_and_new_gold_episodes_apart(
+        ls_client, label_studio, tmp_path):
+    study = GoldStudy(ls_client, tmp_path, episodes=2, golden=1, gold_share=0.2)
+    # The researcher imports two more episodes and gives the first of them a reference.
+    more = load_episodes(SAMPLE_EPISODES).episodes[2:4]
+    import_batch(ls_client, study.project, [task_payload(e, with_predictions=False) for e in more])
+    data = project_task_data(ls_client, study.project)
+    new_gold = data[min(set(data) - set(study.episode_ids))][EPISODE_ID]
+    write_references(Path(study.settings.gold_references), [
+        {"pk": study.episode_ids[task], **reference} for task, reference in study.gold.items()]
+        + [{"pk": new_gold, **reference_of(9)}])
+    study_file = tmp_path / "study.json"
+    study_file.write_text(study.settings.model_dump_json())
+
+    synced = CliRunner().invoke(main, ["study", "sync", "--study", str(study_file)], env={
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key})
+
+    assert synced.exit_code == 0, synced.output
+    assert synced.output == ("study pilot: 1 new episode(s) with 2 rating slot(s), 1 new gold "
+                             "episode(s)\n")
 
 
 # --- what participants receive -------------------------------------------------------------

@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 from playwright.sync_api import Browser
 from sqlalchemy import Engine, func, select
+from starlette.testclient import TestClient
 
 from browser import VIEWPORT
 from conftest import results_of, task_ids
@@ -286,6 +287,63 @@ def test_study_init_refuses_a_bad_combination_in_one_line(label_studio, project,
     assert refused.exit_code != 0
     assert says in refused.output and refused.output.count("\n") == 1, refused.output
     assert "Traceback" not in refused.output and not (tmp_path / "study.json").exists()
+
+
+def write_round(tmp: Path, ls_client: Client, project: int, gold: int) -> Path:
+    """A round's study file whose references (oTree layout) name the project's first ``gold``
+    episodes."""
+    references = tmp / "gold.csv"
+    episodes = sorted(task_ids(ls_client, project).items(), key=lambda pair: pair[1])[:gold]
+    pd.DataFrame([{"pk": episode, **REFERENCE} for episode, _ in episodes]
+                 ).to_csv(references, index=False)
+    study_file = tmp / "round.json"
+    study_file.write_text(round_study(tmp, project, gold_references=str(references))
+                          .model_dump_json())
+    return study_file
+
+
+@pytest.mark.server
+def test_a_round_gives_its_tasks_without_a_reference_no_slots_and_status_counts_its_gold(
+        label_studio, ls_client, project, tmp_path):
+    study_file = write_round(tmp_path, ls_client, project, gold=2)
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+
+    synced = CliRunner().invoke(main, ["study", "sync", "--study", str(study_file)], env=env)
+    status = CliRunner().invoke(main, ["study", "status", "--study", str(study_file)])
+
+    assert synced.exit_code == 0, synced.output
+    assert (f"study {ROUND}: 0 new episode(s) with 0 rating slot(s), 2 new gold episode(s), "
+            "1 new task(s) without a reference not served") in synced.output
+    assert status.exit_code == 0, status.output
+    assert "episodes open:        0" in status.output
+    assert "gold episodes:        2 (the qualification round serves only these" in status.output
+
+
+@pytest.mark.server
+def test_a_passer_who_closes_the_tab_after_the_last_rating_is_on_the_allow_list(
+        ls_client, project, tmp_path):
+    study = StudyFile.model_validate_json(
+        write_round(tmp_path, ls_client, project, gold=3).read_text())
+    engine = open_store(study.database)
+    app = create_app(prepare_gateway(study, ls_client, engine), secret=secrets.token_urlsafe(32),
+                     editor_dir=EDITOR, https_only=False)
+    passer = Participant(TestClient(app, base_url="http://127.0.0.1"), study=ROUND)
+    passer.arrive()
+    passer.read_instructions()
+    for offsets in (within_two_everywhere(), {}):
+        passer.open_episode()
+        answered = passer.submit(ratings(offsets))
+        assert answered.status_code == 200, answered.text
+
+    # The answer to the last rating sends the browser to the done page, never asked for.
+    assert answered.json() == {"next": f"/s/{ROUND}/done"}
+    assert qualification.allow_list_of(engine, ROUND) == [passer.pid]
+    assert list(qualification.verdicts(engine, ROUND).values()) == [
+        qualification.Verdict(passed=True, largest_distance=2)]
+    # The done page, opened later, reads the verdict: the completion code, nothing recorded again.
+    assert code_on(passer.http.get(f"/s/{ROUND}/done")) == CODE
+    assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 1
 
 
 # --- the round and the main study, served -------------------------------------------------------

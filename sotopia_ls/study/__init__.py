@@ -28,19 +28,14 @@ never get a login, a token or its address.
 - ``process``   ``study serve`` as a child process, for the tests and the benchmark
 - ``commands``  the ``sotopia-ls study`` commands
 
-Screening and paying a study (under way, not yet a command):
+Screening and paying a study (``study init --qualification``, ``study review``, ``export``):
 
-- ``flags``     quality flags on a rating (short, repeated, copied or pasted rationales, too
-                fast, straight-lining, gold distance), each one ``Flag`` in ``FLAGS``
-- ``typing_counts``  the characters of each rationale pasted and typed, as the rating page
-                counts them, kept with the rating
-- ``review``    the review file (``study review``): one row per Prolific submission with its
-                flags, gold distance and a suggested decision; the edited file read back,
-                recorded and marked on the Label Studio tasks
+- ``qualification``  a round's visits scored against gold as they end; its allow-list; admission
+- ``gold``      the gold episodes' reference ratings, from an oTree-layout CSV or ground truth
+- ``typing_counts``  each rationale's characters pasted and typed, as the rating page counts them
+- ``flags``     a rating's quality flags (rationales, time, straight-lining, gold distance)
+- ``review``    the review file (``study review``), its edits recorded and marked in Label Studio
 - ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups
-- ``payment``   the review's recorded decisions carried out on Prolific (``study review
-                --apply``): a dry run, each action sent recorded so none is sent twice, or the
-                files Prolific's own screens take
-- ``qualification``  a qualification round's visit scored against the gold references once it
-                completed, the round's allow-list, and admission to a main study requiring it
+- ``payment``   the recorded decisions carried out on Prolific (``study review --apply``), once each
+- ``protocol``  the study's side of the export's protocol record (``export --study``), without ids
 """

@@ -262,8 +262,9 @@ def sync_command(study_path: Path, database: str | None, url: str | None,
     """Offer episodes imported into the project after the gateway started.
 
     Copies what participants may see of each new task into the gateway's database, with its
-    k slots; gateways already running assign them from the next request on. Episodes the
-    study already has are left as they are.
+    k slots (a gold episode has none), and reads the gold references again; gateways already
+    running assign them from the next request on. Episodes the study already has are left as
+    they are. Prints the new ordinary episodes and the new gold episodes apart.
 
     Example:
 
@@ -277,8 +278,11 @@ def sync_command(study_path: Path, database: str | None, url: str | None,
     with failures_as_messages():
         study = read_study(study_path)
         added = serve.sync_episodes(study, connect(url, api_key), database=database)
-    click.echo(f"study {study.name}: {added} new episode(s), "
-               f"{added * study.raters_per_episode} new rating slot(s)")
+    unserved = (f", {added.unserved} new task(s) without a reference not served (a "
+                "qualification round serves gold episodes only)" if added.unserved else "")
+    click.echo(f"study {study.name}: {added.ordinary} new episode(s) with "
+               f"{added.ordinary * study.raters_per_episode} rating slot(s), {added.gold} new "
+               f"gold episode(s){unserved}")
 
 
 @study_command.command("status")

@@ -109,7 +109,7 @@ class Rate(Page):
             gold_share=leases.GoldShare.of(study),
         )
         if assignment is None:
-            arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
+            _finish(turn, visit)
             return None
         data = turn.gateway.shown(assignment.task_id)
         leases.mark_shown(turn.engine, assignment.id)
@@ -145,18 +145,37 @@ class Rate(Page):
         # Read again: how many this visit has rated is what the rating changed.
         after = arrival.load_visit(turn.engine, visit.id)
         if after.rated >= study.episodes_per_participant and after.outcome is None:
-            arrival.finish(turn.engine, visit.id, "completed")
+            _finish(turn, after)
             return replace(after, outcome="completed")
         return after
+
+
+def _verdict(turn: Turn, visit_id: int) -> qualification.Verdict | None:
+    """A qualification round's verdict on a completed visit (recorded the first time, read
+    back after); None in any other study."""
+    qualifying = turn.study.qualification
+    if qualifying is None:
+        return None
+    return qualification.score_visit(turn.engine, turn.study.name, visit_id,
+                                     qualifying.max_distance)
+
+
+def _finish(turn: Turn, visit: Visit) -> None:
+    """End the visit: completed when it rated anything, else no slots. A completed visit of a
+    qualification round is scored at once, so a passer who closes the tab after the last
+    rating, before the done page, is on the allow-list all the same."""
+    arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
+    if visit.rated:
+        _verdict(turn, visit.id)
 
 
 def _leaving(turn: Turn) -> tuple[str, str]:
     """The code and address of a completed visit: the completion code, except for someone who
     did not pass a qualification round, who gets its screen-out code (never why)."""
-    study, qualifying = turn.study, turn.study.qualification
-    if qualifying is None or qualification.score_visit(
-            turn.engine, study.name, turn.visit.id, qualifying.max_distance).passed:
+    study, verdict = turn.study, _verdict(turn, turn.visit.id)
+    if verdict is None or verdict.passed:
         return study.completion_code, study.completion_url
+    qualifying = study.qualification
     return qualifying.screen_out_code, qualifying.screen_out_url
 
 
@@ -173,7 +192,7 @@ class Done(Page):
     def vars_for_template(self, turn: Turn) -> dict[str, Any]:
         study, visit = turn.study, turn.visit
         if visit.outcome is None:
-            arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
+            _finish(turn, visit)
             visit = arrival.load_visit(turn.engine, visit.id)
         if visit.outcome == "completed":
             code, url = _leaving(turn)

@@ -42,11 +42,13 @@ def project_config(study: StudyFile, client: Client) -> str:
     return check_labeling_config(find_project(client, study.project).label_config)
 
 
-def add_new_episodes(study: StudyFile, client: Client, engine: Engine, config: str) -> int:
+def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
+                     config: str) -> leases.Added:
     """Copy the shown part of every task the gateway's database does not hold yet, each with
     its k slots, and, in a study that uses gold, the gold episodes' references (read again
-    each time: ``gold.gold_references``); how many tasks were new. Running gateways offer
-    them at once: assignment reads the slots and the gold from the database."""
+    each time: ``gold.gold_references``); a qualification round gives no task slots, as it
+    serves gold only. Running gateways offer them at once: assignment reads the slots and the
+    gold from the database."""
     fields = ShownFields.of(config)
     data = project_task_data(client, study.project)
     if not data:
@@ -55,7 +57,8 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine, config: s
     references = gold_references(study, client, data) if study.uses_gold else None
     return leases.add_episodes(engine, study.name,
                                {task: fields.shown(d) for task, d in data.items()},
-                               study.raters_per_episode, references)
+                               study.raters_per_episode, references,
+                               gold_only=study.qualification is not None)
 
 
 def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway:

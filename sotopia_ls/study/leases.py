@@ -140,14 +140,26 @@ class GoldShare:
         return frozenset(draw.sample(range(self.per_visit), min(count, self.per_visit)))
 
 
+@dataclass(frozen=True)
+class Added:
+    """What ``add_episodes`` recorded anew: ordinary episodes (each with its k slots), gold
+    episodes, and tasks a qualification round does not serve (no reference, so no slots)."""
+
+    ordinary: int
+    gold: int
+    unserved: int
+
+
 def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int,
-                 references: dict[int, dict[str, int]] | None = None) -> int:
-    """Record the tasks not yet known (their shown data) and give each its k slots; how many
-    were new.
+                 references: dict[int, dict[str, int]] | None = None, *,
+                 gold_only: bool = False) -> Added:
+    """Record the tasks not yet known (their shown data) and give each its k slots.
 
     ``references`` (task id → reference ratings) are the study's gold episodes: they get no
     slots, and their references replace any recorded before. A task that already has slots
     cannot become gold (participants rated it as an ordinary episode): a ``StudyError``.
+    ``gold_only`` (a qualification round) gives no task slots: one without a reference is
+    never served, and may still become gold once it has one.
     """
     references = references or {}
     with engine.begin() as conn:
@@ -172,12 +184,14 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
         if new:
             conn.execute(insert(episodes), [
                 {"study": study, "task_id": task, "shown": shown[task]} for task in new])
-            ordinary = [task for task in new if task not in references and task not in recorded]
-            if ordinary:
-                conn.execute(insert(slots), [
-                    {"study": study, "task_id": task, "slot": slot, "state": "free"}
-                    for task in ordinary for slot in range(1, k + 1)])
-    return len(new)
+        others = [task for task in new if task not in references and task not in recorded]
+        ordinary = [] if gold_only else others
+        if ordinary:
+            conn.execute(insert(slots), [
+                {"study": study, "task_id": task, "slot": slot, "state": "free"}
+                for task in ordinary for slot in range(1, k + 1)])
+    return Added(ordinary=len(ordinary), gold=len(set(references) - recorded),
+                 unserved=len(others) - len(ordinary))
 
 
 def shown_episode(engine: Engine, study: str, task_id: int) -> dict[str, Any]:

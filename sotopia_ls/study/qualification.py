@@ -1,14 +1,16 @@
 """A qualification round's verdicts: a completed visit scored against the gold references, the
 allow-list of those who passed, and admission to a main study that requires the round.
 
-A visit of a qualification round (``StudyFile.qualification``) is scored once it completed
-(``score_visit``): each rating of each gold episode it submitted is compared with that
-episode's reference (``store.gold``), and it passes when the largest distance is at most
-``max_distance`` (Sotopia-π's rule: every rating within 2 points). The verdict is recorded
-once (``qualification_results``) and a passer's Prolific id joins the round's allow-list
-(``allow_list``, under the round's study name), both as inserts that keep the first row: a
-reload of the done page, or two gateway processes at once, score nothing twice. No page ever
-shows the verdict's distance or a reference; the done page only picks which code to give.
+A visit of a qualification round (``StudyFile.qualification``) is scored as it completes
+(``score_visit``, called by ``flow`` with the visit's last rating, so a participant who closes
+the tab right after it is scored all the same): each rating of each gold episode it submitted
+is compared with that episode's reference (``store.gold``), and it passes when the largest
+distance is at most ``max_distance`` (Sotopia-π's rule: every rating within 2 points). The
+verdict is recorded once (``qualification_results``) and a passer's Prolific id joins the
+round's allow-list (``allow_list``, under the round's study name), both as inserts that keep
+the first row: the done page asking again, a reload, or two gateway processes at once score
+nothing twice. No page ever shows the verdict's distance or a reference; the done page only
+reads the verdict to pick which code to give.
 
 A main study that requires the round (``StudyFile.requires_qualification``, on the same
 database) admits only its allow-list (``admitted``).

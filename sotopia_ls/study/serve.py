@@ -15,6 +15,7 @@ from ..ml_backend import is_loopback
 from .app import create_app
 from .editor import check_editor, editor_dir
 from .gateway import add_new_episodes, prepare_gateway, project_config
+from .leases import Added
 from .security import GatewayH11Protocol
 from .settings import StudyFile, new_study, write_study
 from .store import open_store
@@ -51,9 +52,11 @@ def check_bind(host: str, public: bool) -> None:
         )
 
 
-def sync_episodes(study: StudyFile, client: Client, *, database: str | None = None) -> int:
+def sync_episodes(study: StudyFile, client: Client, *,
+                  database: str | None = None) -> Added:
     """Give the tasks imported into the study's project since the gateway started their k
-    slots; gateways already running offer them at once. How many were new."""
+    slots (gold episodes none), and read the gold references again; gateways already running
+    offer them at once. What was new: ordinary and gold episodes apart."""
     engine = open_store(database or study.database)
     return add_new_episodes(study, client, engine, project_config(study, client))
 

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, and_, case, func, select
 
 from .leases import COUNTED, FailedSave, failed_saves
 from .settings import StudyFile, without_password
-from .store import assignments, aware, now, participants, slots, visits
+from .store import assignments, aware, gold, now, participants, slots, visits
 
 
 # A rating waiting this long has missed several of the writers' sweeps (saving.SWEEP_SECONDS).
@@ -38,6 +38,7 @@ class StudyStatus:
     oldest_waiting_seconds: float | None  # since the longest-waiting unsaved rating was submitted
     failed: list[FailedSave]  # refused by Label Studio: kept here, not tried again until retried
     shelved: int       # refused, then set aside by the researcher: kept here, slot given again
+    gold: int          # gold episodes: no slots, any number of raters (a round serves only them)
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
@@ -53,6 +54,7 @@ class StudyStatus:
             f"  episodes done:        {self.done}",
             f"  episodes in progress: {self.in_progress}",
             f"  episodes open:        {self.open}",
+            *self._gold_lines(study),
             f"  active leases:        {self.active_leases}",
             f"  participants:         {self.participants} ({self.visits_completed} completed, "
             f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
@@ -64,6 +66,16 @@ class StudyStatus:
             *self._stuck_lines(),
             *self._failure_lines(options),
         ]
+
+    def _gold_lines(self, study: StudyFile) -> list[str]:
+        """How many gold episodes the study serves: a qualification round nothing else."""
+        if study.qualification is not None:
+            return [f"  gold episodes:        {self.gold} (the qualification round serves "
+                    "only these, each to any number of participants)"]
+        if study.uses_gold:
+            return [f"  gold episodes:        {self.gold} (hidden among the episodes at "
+                    f"{study.gold_share:.0%})"]
+        return []
 
     def _stuck_lines(self) -> list[str]:
         """A hint when a rating has waited far longer than the writers' sweeps take."""
@@ -123,6 +135,8 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         waiting_since = aware(conn.execute(select(func.min(assignments.c.submitted_at)).where(
             assignments.c.study == name, assignments.c.state == "saving")).scalar_one())
         people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
+        golden = conn.execute(select(func.count()).select_from(gold)
+                              .where(gold.c.study == name)).scalar_one()
         outcomes = dict(conn.execute(
             select(visits.c.outcome, func.count())
             .join(participants, participants.c.id == visits.c.participant_id)
@@ -145,4 +159,5 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         oldest_waiting_seconds=(moment - waiting_since).total_seconds() if waiting_since else None,
         failed=failed_saves(engine, name),
         shelved=states.get("shelved", 0),
+        gold=golden,
     )
