@@ -16,6 +16,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +70,19 @@ def start_postgres() -> Path:
 def database_settings(cluster: Path) -> dict[str, str]:
     lines = (cluster / "label-studio.env").read_text().splitlines()
     return dict(line.removeprefix("export ").split("=", 1) for line in lines if "=" in line)
+
+
+@contextmanager
+def study_database() -> Iterator[str]:
+    """A cluster started for a gateway test: its database's URL, as ``--database`` takes it;
+    stopped at the end."""
+    cluster = start_postgres()
+    try:
+        env = database_settings(cluster)
+        yield (f"postgresql://{env['POSTGRE_USER']}:{env['POSTGRE_PASSWORD']}@"
+               f"{env['POSTGRE_HOST']}:{env['POSTGRE_PORT']}/{env['POSTGRE_NAME']}")
+    finally:
+        subprocess.run([str(POSTGRES), "stop", str(cluster)], check=False)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import re
 import secrets
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from click.testing import CliRunner
 from playwright.sync_api import Browser, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Response as PlaywrightResponse
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, event, func, select
 from starlette.testclient import TestClient
 
 from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT
@@ -40,6 +41,7 @@ from study_support import (
     prolific_id,
     study_project,
 )
+from test_postgres import study_database
 from test_study import fill, open_rating, submit
 from test_study_leases import visitor
 from sotopia_ls.cli import main
@@ -57,7 +59,7 @@ from sotopia_ls.study.gold import csv_references
 from sotopia_ls.study.process import gateway
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.settings import StudyFile
-from sotopia_ls.study.store import assignments, gold, open_store, slots
+from sotopia_ls.study.store import assignments, episodes, gold, open_store, slots
 
 SECRET = secrets.token_urlsafe(32)
 ORDINARY = list(range(1, 41))
@@ -212,13 +214,50 @@ def test_a_gold_lease_reads_what_an_ordinary_one_reads_and_only_takes_no_slot(tm
     assert only_ordinary and all("slots" in statement for statement in only_ordinary)
 
 
-def test_a_task_served_as_an_ordinary_episode_cannot_become_gold(tmp_path):
+def test_a_task_served_as_an_ordinary_episode_stays_ordinary_with_one_warning(tmp_path, caplog):
     engine, study = on_database(tmp_path, gold_share=0.2)
 
-    with pytest.raises(StudyError, match=r"task 1 of study pilot has a reference but was "
-                                         r"already served as an ordinary episode"):
-        leases.add_episodes(engine, study.name, {}, study.raters_per_episode,
-                            references={1: {"believability_1": 7}})
+    # Ground truth marked later on tasks 1 and 2, already served: the gateway starts all the same.
+    added = leases.add_episodes(engine, study.name, {105: {}}, study.raters_per_episode,
+                                references={1: {"believability_1": 7}, 2: {"believability_1": 6},
+                                            105: {"believability_1": 5}})
+
+    with engine.connect() as conn:
+        golden = set(conn.execute(select(gold.c.task_id)).scalars())
+        slotted = set(conn.execute(select(slots.c.task_id)).scalars())
+    assert golden == {*GOLD, 105} and added.gold == 1
+    assert {1, 2} <= slotted and 105 not in slotted
+    warned = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert warned == [("study pilot: task(s) 1, 2 have a reference but were served as ordinary "
+                       "episodes first, so they stay ordinary, never gold (to make them gold, "
+                       "import them again as new tasks)")]
+
+
+@pytest.mark.postgres
+def test_two_gateways_starting_at_once_on_postgresql_record_every_episode_once(tmp_path):
+    study = make_study(tmp_path, 1, name=f"race{secrets.token_hex(4)}", gold_share=0.2)
+    shown = {task: {"n": task} for task in ORDINARY + GOLD}
+    references = {task: {"believability_1": 7} for task in GOLD}
+    with study_database() as url:
+        engines = [open_store(url) for _ in range(2)]  # two processes: a pool each
+
+        # Many starts at once, as when a load balancer's gateways all start together.
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            started = list(pool.map(lambda engine: leases.add_episodes(
+                engine, study.name, shown, study.raters_per_episode, references), engines * 4))
+
+        assert len(started) == 8  # none raised an IntegrityError
+        with engines[0].connect() as conn:
+            golden = sorted(conn.execute(select(gold.c.task_id)
+                                         .where(gold.c.study == study.name)).scalars())
+            counted = conn.execute(select(func.count()).select_from(slots)
+                                   .where(slots.c.study == study.name)).scalar_one()
+            recorded = conn.execute(select(func.count()).select_from(episodes)
+                                    .where(episodes.c.study == study.name)).scalar_one()
+        assert golden == GOLD and recorded == len(shown)
+        assert counted == len(ORDINARY) * study.raters_per_episode
+        for engine in engines:
+            engine.dispose()
 
 
 def test_a_reference_read_again_replaces_the_one_recorded(tmp_path):

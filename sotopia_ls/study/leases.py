@@ -32,6 +32,7 @@ data as any other.
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import secrets
 from dataclasses import dataclass
@@ -55,7 +56,19 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import StudyError
 from .settings import StudyFile
-from .store import assignments, aware, episodes, gold, now, save_failures, slots, visits
+from .store import (
+    assignments,
+    aware,
+    episodes,
+    gold,
+    insert_of,
+    now,
+    save_failures,
+    slots,
+    visits,
+)
+
+log = logging.getLogger("sotopia_ls.study")
 
 # Candidates read per query; more are read when all of them were taken meanwhile.
 _CANDIDATES = 8
@@ -157,7 +170,10 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
 
     ``references`` (task id → reference ratings) are the study's gold episodes: they get no
     slots, and their references replace any recorded before. A task that already has slots
-    cannot become gold (participants rated it as an ordinary episode): a ``StudyError``.
+    never becomes gold (participants rated it as an ordinary episode, and a ground-truth mark
+    may come later): its reference is ignored, with one warning line naming such tasks.
+    Every insert skips (or, for a reference, updates) a row another gateway starting at the
+    same moment inserted first.
     ``gold_only`` (a qualification round) gives no task slots: one without a reference is
     never served, and may still become gold once it has one.
     """
@@ -165,33 +181,40 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
     with engine.begin() as conn:
         known = set(conn.execute(select(episodes.c.task_id).where(episodes.c.study == study))
                     .scalars())
-        slotted = set(conn.execute(select(slots.c.task_id).where(
-            slots.c.study == study, slots.c.task_id.in_(sorted(references)))).scalars())
-        if slotted:
-            raise StudyError(
-                f"task {min(slotted)} of study {study} has a reference but was already served "
-                "as an ordinary episode; gold episodes must be gold from the gateway's first "
-                "start: import them as new tasks, or drop their reference")
+        references = _not_slotted(conn, study, references)
         recorded = set(conn.execute(select(gold.c.task_id).where(gold.c.study == study))
                        .scalars())
-        for task, reference in sorted(references.items()):
-            if task in recorded:
-                conn.execute(update(gold).where(gold.c.study == study, gold.c.task_id == task)
-                             .values(reference=reference))
-            else:
-                conn.execute(insert(gold).values(study=study, task_id=task, reference=reference))
+        if references:
+            upsert = insert_of(conn, gold)
+            conn.execute(upsert.on_conflict_do_update(
+                index_elements=[gold.c.study, gold.c.task_id],
+                set_={"reference": upsert.excluded.reference},
+            ), [{"study": study, "task_id": task, "reference": reference}
+                for task, reference in sorted(references.items())])
         new = sorted(set(shown) - known)
         if new:
-            conn.execute(insert(episodes), [
+            conn.execute(insert_of(conn, episodes).on_conflict_do_nothing(), [
                 {"study": study, "task_id": task, "shown": shown[task]} for task in new])
         others = [task for task in new if task not in references and task not in recorded]
         ordinary = [] if gold_only else others
         if ordinary:
-            conn.execute(insert(slots), [
+            conn.execute(insert_of(conn, slots).on_conflict_do_nothing(), [
                 {"study": study, "task_id": task, "slot": slot, "state": "free"}
                 for task in ordinary for slot in range(1, k + 1)])
     return Added(ordinary=len(ordinary), gold=len(set(references) - recorded),
                  unserved=len(others) - len(ordinary))
+
+
+def _not_slotted(conn: Connection, study: str,
+                 references: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
+    """``references`` but those of tasks that already have slots, named in a warning."""
+    slotted = sorted(set(conn.execute(select(slots.c.task_id).where(
+        slots.c.study == study, slots.c.task_id.in_(sorted(references)))).scalars()))
+    if slotted:
+        log.warning("study %s: task(s) %s have a reference but were served as ordinary "
+                    "episodes first, so they stay ordinary, never gold (to make them gold, "
+                    "import them again as new tasks)", study, ", ".join(map(str, slotted)))
+    return {task: reference for task, reference in references.items() if task not in slotted}
 
 
 def shown_episode(engine: Engine, study: str, task_id: int) -> dict[str, Any]:

@@ -313,5 +313,12 @@ def insert_once(engine: Engine, table: Table, values: dict[str, Any]) -> None:
 
 def add_once(conn: Connection, table: Table, values: dict[str, Any]) -> None:
     """``insert_once`` inside a transaction already begun."""
+    conn.execute(insert_of(conn, table).values(**values).on_conflict_do_nothing())
+
+
+def insert_of(conn: Connection, table: Table) -> Any:
+    """An INSERT into ``table`` in the connection's dialect, which takes ``on_conflict_do_…``
+    (SQLite and PostgreSQL spell it alike): a row another process inserted meanwhile is then
+    skipped or updated, never an ``IntegrityError``."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(table).values(**values).on_conflict_do_nothing())
+    return dialect.insert(table)
