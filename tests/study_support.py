@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 
 from conftest import results_of
 from prolific_stand_in import running
@@ -222,6 +223,16 @@ class PausingProxy:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def spend_time(engine: Engine, key: str, minutes: float) -> None:
+    """The participant looked at the episode of assignment ``key`` ``minutes`` longer before
+    submitting (its first showing moved back)."""
+    with engine.begin() as conn:
+        shown = conn.execute(select(assignments.c.first_shown_at)
+                             .where(assignments.c.key == key)).scalar_one()
+        conn.execute(update(assignments).where(assignments.c.key == key).values(
+            first_shown_at=shown - timedelta(minutes=minutes)))
 
 
 def wait_until_saved(engine: Engine, count: int, timeout: float = 60.0) -> None:

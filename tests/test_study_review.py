@@ -10,16 +10,16 @@ from __future__ import annotations
 import csv
 import io
 import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 from conftest import results_of
-from sqlalchemy import Engine, Row, insert, select, update
+from sqlalchemy import Engine, Row, insert, select
 from starlette.testclient import TestClient
-from study_support import EDITOR, Participant, make_study, study_project
+from study_support import EDITOR, Participant, make_study, spend_time, study_project
 
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
@@ -111,11 +111,7 @@ class RatedStudy:
 
     def spend_time(self, key: str) -> None:
         """The participant looked at the episode ``MINUTES_PER_EPISODE`` before submitting."""
-        with self.engine.begin() as conn:
-            shown = conn.execute(select(assignments.c.first_shown_at)
-                                 .where(assignments.c.key == key)).scalar_one()
-            conn.execute(update(assignments).where(assignments.c.key == key).values(
-                first_shown_at=shown - timedelta(minutes=MINUTES_PER_EPISODE)))
+        spend_time(self.engine, key, MINUTES_PER_EPISODE)
 
     def tasks_of(self, name: str) -> set[int]:
         with self.engine.connect() as conn:
