@@ -119,7 +119,8 @@ def record_answers(engine: Engine, visit_id: int, page: str, answers: dict[str, 
 
 
 def finish(engine: Engine, visit_id: int, outcome: str) -> None:
-    """End the visit with ``outcome`` ("completed" or "no_slots"); the first outcome stays."""
+    """End the visit with ``outcome`` ("completed", "no_slots" or "not_admitted"); the first
+    outcome stays."""
     moment: datetime = now()
     with engine.begin() as conn:
         conn.execute(update(visits).where(visits.c.id == visit_id, visits.c.outcome.is_(None))

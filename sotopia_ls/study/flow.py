@@ -50,8 +50,11 @@ NOT_ADMITTED = ("This study is open only to participants who passed its qualific
 
 class Admission(Page):
     """A study that requires a qualification round admits only its allow-list: anyone else
-    stays on this page (no code, no episode). Whoever is admitted passes it once, recorded
-    with the visit's answers, so later pages never ask again."""
+    stays on this page (no code, no episode), their visit finished as ``not_admitted`` (so
+    the review and the protocol count it apart from a participant who left). Whoever is
+    admitted passes it once, recorded with the visit's answers, so later pages never ask
+    again. A refused visit stays refused, the first outcome kept, even once its participant
+    is on the allow-list: it was told to return, and a new Prolific session is a new visit."""
 
     name = "admission"
     submit = None
@@ -64,11 +67,12 @@ class Admission(Page):
         return study.requires_qualification is not None and self.name not in visit.answered
 
     def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
-        required = turn.study.requires_qualification
-        if required is not None and qualification.visit_admitted(turn.engine, required,
-                                                                 turn.visit.id):
-            arrival.record_answers(turn.engine, turn.visit.id, self.name, {"admitted": True})
+        required, visit = turn.study.requires_qualification, turn.visit
+        if (required is not None and visit.outcome is None
+                and qualification.visit_admitted(turn.engine, required, visit.id)):
+            arrival.record_answers(turn.engine, visit.id, self.name, {"admitted": True})
             return None
+        arrival.finish(turn.engine, visit.id, "not_admitted")
         return {"message": NOT_ADMITTED}
 
 

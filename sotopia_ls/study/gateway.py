@@ -9,16 +9,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from ..config import check_labeling_config, instructions_html
-from ..errors import LabelStudioError
+from ..errors import LabelStudioError, StudyError
 from ..labelstudio.client import Client, find_project, project_task_data
 from . import leases
 from .gold import gold_references
 from .saving import LabelStudioWriter, to_names
 from .settings import StudyFile
 from .shown import ShownFields
+from .store import allow_list, gold
 
 TASK_CACHE = 4096
 
@@ -61,9 +62,29 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
                                gold_only=study.qualification is not None)
 
 
+def check_required_round(study: StudyFile, engine: Engine) -> None:
+    """A study that requires a qualification round admits only the round's allow-list, so
+    one naming a round this database never held (no gold episode of it, nobody on its
+    allow-list: a misspelt name, another database) would admit nobody: a ``StudyError``."""
+    required = study.requires_qualification
+    if required is None:
+        return
+    with engine.connect() as conn:
+        held = [conn.execute(query.limit(1)).first() for query in (
+            select(gold.c.task_id).where(gold.c.study == required),
+            select(allow_list.c.external_id).where(allow_list.c.qualification == required))]
+    if held == [None, None]:
+        raise StudyError(
+            f"study {study.name}: the study file's requires_qualification names {required!r}, "
+            "but the study database holds no qualification round of that name (no gold "
+            "episode, no allow-list): start that round's gateway on this database first "
+            "(sotopia-ls study serve --study <its study file>), or correct the name")
+
+
 def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway:
-    """Read the project's labeling config and copy every new task into the gateway's
-    database."""
+    """Check the qualification round the study requires, read the project's labeling config
+    and copy every new task into the gateway's database."""
+    check_required_round(study, engine)
     config = project_config(study, client)
     add_new_episodes(study, client, engine, config)
 

@@ -14,7 +14,12 @@ from ..labelstudio.client import Client, find_project
 from ..ml_backend import is_loopback
 from .app import create_app
 from .editor import check_editor, editor_dir
-from .gateway import add_new_episodes, prepare_gateway, project_config
+from .gateway import (
+    add_new_episodes,
+    check_required_round,
+    prepare_gateway,
+    project_config,
+)
 from .leases import Added
 from .security import GatewayH11Protocol
 from .settings import StudyFile, new_study, write_study
@@ -56,8 +61,10 @@ def sync_episodes(study: StudyFile, client: Client, *,
                   database: str | None = None) -> Added:
     """Give the tasks imported into the study's project since the gateway started their k
     slots (gold episodes none), and read the gold references again; gateways already running
-    offer them at once. What was new: ordinary and gold episodes apart."""
+    offer them at once. What was new: ordinary and gold episodes apart. A required
+    qualification round the database never held is refused (``check_required_round``)."""
     engine = open_store(database or study.database)
+    check_required_round(study, engine)
     return add_new_episodes(study, client, engine, project_config(study, client))
 
 

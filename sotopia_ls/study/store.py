@@ -96,7 +96,7 @@ visits = Table(
     _time("arrived_at", nullable=False),
     _time("instructions_read_at"),
     _time("finished_at"),
-    Column("outcome", String(16)),  # "completed" | "no_slots" once finished
+    Column("outcome", String(16)),  # "completed" | "no_slots" | "not_admitted" once finished
     UniqueConstraint("participant_id", "prolific_session_id"),
 )
 
