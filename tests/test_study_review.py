@@ -23,24 +23,29 @@ from study_support import EDITOR, Participant, make_study, spend_time, study_pro
 
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
-from sotopia_ls.errors import LabelStudioError
+from sotopia_ls.errors import LabelStudioError, StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.app import create_app
 from sotopia_ls.study.flags import FLAGS, FlagResult, FlagThresholds
 from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.prolific import MIN_REJECTION_MESSAGE
+from sotopia_ls.study.qualification import score_visit
 from sotopia_ls.study.review import (
     APPROVE,
     PARTICIPANT_WORDING,
     RULES,
+    SCREENED_OUT,
     UNFINISHED,
     Rated,
     Visit,
     participant_message,
+    read_review,
+    record_decisions,
     record_review,
     review_rows,
     suggestion,
+    write_review,
 )
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.settings import StudyFile, write_study
@@ -314,19 +319,21 @@ def test_a_bad_edited_file_names_file_line_and_column_and_records_nothing(
 
 
 def recorded_visit(engine: Engine, name: str, outcome: str | None,
-                   ratings: list[tuple[int, list[dict], float]]) -> int:
-    """A visit as the gateway records it: ``(task, results, seconds)`` per rating; its id."""
+                   ratings: list[tuple[int, list[dict], float]], study: str = "pilot",
+                   state: str = "saved") -> int:
+    """A visit as the gateway records it: ``(task, results, seconds)`` per rating, each in
+    ``state`` (saved ones not yet given an annotation id); its id."""
     moment = datetime.now(UTC)
     with engine.begin() as conn:
         person = conn.execute(insert(participants).values(
-            study="pilot", external_id=name * 24, arrived_at=moment)).inserted_primary_key[0]
+            study=study, external_id=name * 24, arrived_at=moment)).inserted_primary_key[0]
         visit_id = conn.execute(insert(visits).values(
             participant_id=person, prolific_study_id="a" * 24, prolific_session_id=name * 24,
             arrived_at=moment, outcome=outcome)).inserted_primary_key[0]
         for number, (task, results, seconds) in enumerate(ratings):
             conn.execute(insert(assignments).values(
-                key=f"{name * 30}{number:02d}", study="pilot", task_id=task,
-                participant_id=person, visit_id=visit_id, state="saved", assigned_at=moment,
+                key=f"{name * 30}{number:02d}", study=study, task_id=task,
+                participant_id=person, visit_id=visit_id, state=state, assigned_at=moment,
                 results=results, lead_time=seconds, ls_annotation_id=None))
     return visit_id
 
@@ -390,5 +397,176 @@ def test_every_flag_has_wording_for_the_participant_and_every_rejection_is_long_
     thresholds = FlagThresholds()
     for rule in RULES:
         message = participant_message(visit(short_rationale=[True]), rule, thresholds)
-        assert len(message) >= MIN_REJECTION_MESSAGE, rule.name
+        if rule.decision in ("reject", "look"):
+            assert len(message) >= MIN_REJECTION_MESSAGE, rule.name
+        else:  # approved, screened out or refused at admission: Prolific is sent no message
+            assert message == "", rule.name
     assert participant_message(visit(), APPROVE, thresholds) == ""
+
+
+def test_a_message_of_a_main_study_never_tells_of_hidden_gold():
+    far = visit(gold_distance=[True, True, False], too_fast=[False, False, True])
+    rule = suggestion(far)
+
+    message = participant_message(far, rule, FlagThresholds())
+
+    assert rule.name == "far_from_gold"
+    assert "scores far from what the conversations support" in message
+    # Nothing of references, and no count of the conversations that had one (2 of 3 here).
+    for telling in ("reference", "agreed", "researchers'", "2 of 3", "had them"):
+        assert telling not in message.lower(), telling
+    assert "less time on 1 of 3 conversations" in message
+
+
+# --- a qualification round: the verdict decides ---------------------------------------------
+
+
+def off_by(points: int) -> dict[str, int]:
+    """``scores_of(1)`` with its first rating that can move ``points`` moved that far."""
+    scores = scores_of(1)
+    for key in DIMENSION_KEYS:
+        name = rating_name(key, AGENTS[0])
+        if scores[name] + points in RUBRIC[key].values:
+            return scores | {name: scores[name] + points}
+        if scores[name] - points in RUBRIC[key].values:
+            return scores | {name: scores[name] - points}
+    raise AssertionError(f"no rating can move {points} points")
+
+
+def careful(scores: dict[str, int]) -> list[dict]:
+    return rating(scores, "I read the whole exchange and the {key} of agent {agent} shows in "
+                          "how they answered the other's proposal")
+
+
+@pytest.fixture
+def round_study(tmp_path: Path) -> StudyFile:
+    """A qualification round that lets ratings be 3 points from the reference (the flags'
+    own gold distance stays at its default, 2), with one gold episode."""
+    study = make_study(tmp_path, 1, name="screening", qualification={
+        "max_distance": 3, "screen_out_code": "SCR33N",
+        "screen_out_url": "http://127.0.0.1:9/complete?cc=SCR33N"})
+    engine = open_store(study.database)
+    with engine.begin() as conn:
+        conn.execute(insert(episodes).values(study="screening", task_id=1, shown={
+            "dialogue": [{"author": "A", "text": "word " * 100}]}))
+        conn.execute(insert(gold).values(study="screening", task_id=1, reference=scores_of(1)))
+    return study
+
+
+def scored_visit(engine: Engine, study: StudyFile, name: str, scores: dict[str, int]) -> int:
+    """A completed visit of the round with one rating of the gold episode, scored as the
+    gateway scores it."""
+    visit_id = recorded_visit(engine, name, "completed", [(1, careful(scores), 300.0)],
+                              study=study.name)
+    score_visit(engine, study.name, visit_id, study.qualification.max_distance)
+    return visit_id
+
+
+def test_in_a_qualification_round_passers_are_approved_and_the_others_screened_out(
+        round_study, tmp_path):
+    engine = open_store(round_study.database)
+    scored_visit(engine, round_study, "a", off_by(3))  # within the round's 3: passed
+    scored_visit(engine, round_study, "b", off_by(4))
+
+    rows = review_rows(engine, round_study).set_index("participant")
+
+    passed, failed = rows.loc["a" * 24], rows.loc["b" * 24]
+    assert passed[["qualification", "gold_distance", "suggested", "rule", "message"]].tolist() \
+        == ["passed", 3, "approve", "qualified", ""]
+    # The round's max_distance judges its gold, never the flags' default of 2.
+    assert passed[["gold_distance.fired", "gold_distance.judged"]].tolist() == [0, 1]
+    assert failed[["qualification", "suggested", "rule", "decision", "message", "category"]
+                  ].tolist() == ["failed", SCREENED_OUT, SCREENED_OUT, SCREENED_OUT, "", ""]
+    assert failed["gold_distance.fired"] == 1
+
+    # Read back as written: recorded as such, and screened_out is refused for the passer.
+    write_review(engine, round_study, tmp_path / "review.csv")
+    recorded = record_decisions(engine, read_review(tmp_path / "review.csv", engine,
+                                                    round_study))
+    assert recorded == {"approve": 1, SCREENED_OUT: 1}
+    frame = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+    frame.loc[frame["participant"] == "a" * 24, "decision"] = SCREENED_OUT
+    frame.to_csv(tmp_path / "review.csv", index=False)
+    with pytest.raises(StudyError, match="line 2, column decision: screened_out is only for a "
+                                         "submission that failed the qualification round"):
+        read_review(tmp_path / "review.csv", engine, round_study)
+
+
+def test_someone_refused_at_admission_gets_no_suggestion_and_may_stay_undecided(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "not_admitted", [])
+    recorded_visit(engine, "b", "completed", [(1, GOOD, 600.0)])
+    write_review(engine, study, tmp_path / "review.csv")
+
+    rows = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+
+    refused = rows.set_index("participant").loc["a" * 24]
+    assert refused[["outcome", "suggested", "rule", "decision", "message"]].tolist() == [
+        "not_admitted", "", "not_admitted", "", ""]
+    decided = read_review(tmp_path / "review.csv", engine, study)
+    assert [d.decision for d in decided] == ["approve"]  # the refused one: nothing recorded
+
+
+# --- the review file on disk ------------------------------------------------------------------
+
+
+def test_writing_the_review_file_again_refuses_to_lose_edits_not_read_back(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    study_file = write_study(study, tmp_path / "study.json")
+    path = tmp_path / "review.csv"
+
+    def write(*options: str) -> Result:
+        return CliRunner().invoke(main, ["study", "review", "--study", str(study_file),
+                                         "-o", str(path), *options])
+
+    assert write().exit_code == 0
+    assert write().exit_code == 0  # the same decisions: nothing to lose
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.loc[0, "decision"] = "look"
+    frame.to_csv(path, index=False)
+    edited = path.read_text()
+
+    refused = write()
+
+    assert refused.exit_code != 0 and "Traceback" not in refused.output
+    assert refused.output.strip().splitlines() == [
+        f"Error: {path}: line 2 holds decisions not recorded (an edited review file?): read it "
+        "back with --decisions, or give --force to replace it"]
+    assert path.read_text() == edited
+    assert write("--force").exit_code == 0
+    assert pd.read_csv(path, dtype=str)["decision"].tolist() == ["approve"]
+
+
+def test_a_rejection_prolific_would_refuse_is_one_line_naming_all_it_lacks(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    write_review(engine, study, tmp_path / "review.csv")
+    frame = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
+    frame.loc[0, ["decision", "message", "category"]] = ["reject", "x" * 40, "TOO_BAD"]
+    frame.to_csv(tmp_path / "review.csv", index=False)
+
+    with pytest.raises(StudyError) as refused:
+        read_review(tmp_path / "review.csv", engine, study)
+
+    assert str(refused.value).startswith(f"{tmp_path / 'review.csv'}: line 2, column message: ")
+    assert "at least 100 characters (Prolific's minimum), not 40" in str(refused.value)
+    assert "rejection category 'TOO_BAD' is none of Prolific's" in str(refused.value)
+
+
+def test_ratings_not_yet_saved_in_label_studio_are_counted_for_a_later_run(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0), (2, GOOD, 600.0)],
+                   state="saving")
+    write_review(engine, study, tmp_path / "review.csv")
+    # Nothing to mark yet, so Label Studio is not even asked (nothing listens there).
+    away = Client(base_url="http://127.0.0.1:9", api_key="k" * 40)
+
+    done = record_review(tmp_path / "review.csv", engine, study, away)
+
+    assert done.recorded == {"approve": 1}
+    assert (done.marked.annotations, done.marked.unsaved) == (0, 2)

@@ -445,7 +445,8 @@ _PAYMENT_OPTIONS = (
                  help="With --apply: the name of that participant group [default: "
                  "'<study>: passed the qualification']."),
     click.option("--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
-                 help="Prolific API token, for --send. Never printed."),
+                 help="Prolific API token, for --send. Never printed. Safer in the environment "
+                 "variable: a command line shows in the process list and the shell's history."),
     click.option("--prolific-url", "api_url", default=API_URL, show_default=True,
                  help="Prolific's API address (https; http only on this machine)."),
 )
@@ -481,21 +482,28 @@ def _by_kind(counts: dict[str, int]) -> str:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("review.csv"), show_default=True,
               help="Where to write the review file.")
+@click.option("--force", is_flag=True,
+              help="With -o: replace a review file there even when it holds decisions not "
+              "recorded yet (edits not read back with --decisions).")
 @click.option("--decisions", "edited", type=click.Path(dir_okay=False, path_type=Path),
               help="An edited review file to read back: its decisions are recorded and the "
               "annotations marked in Label Studio (nothing is written when a row is bad).")
 @server_options
 @_payment_options
-def review_command(study_path: Path, database: str | None, output: Path, edited: Path | None,
-                   url: str | None, api_key: str | None, payment: _Payment | None) -> None:
+def review_command(study_path: Path, database: str | None, output: Path, force: bool,
+                   edited: Path | None, url: str | None, api_key: str | None,
+                   payment: _Payment | None) -> None:
     """Write the review file (one row per Prolific submission), read an edited one back, or
     carry its decisions out on Prolific.
 
     Each row holds the submission's episodes, minutes on task, quality flags, distance to
     the gold references and a suggested decision (approve, look or reject) with a message
-    written for the participant and Prolific's rejection category. Edit the columns
-    decision, message and category, then read the file back with --decisions. Reading the
-    database needs no Label Studio; recording decisions marks the annotations there.
+    written for the participant and Prolific's rejection category; in a qualification round
+    the verdict decides (a passer approve, a failed one screened_out: nothing to send). Edit
+    the columns decision, message and category, then read the file back with --decisions;
+    -o refuses to replace a file holding decisions not read back (--force replaces it).
+    Reading the database needs no Label Studio; recording decisions marks the annotations
+    there.
 
     --apply carries the recorded decisions out on Prolific: approvals in bulk, each rejection
     with its message and category, a qualification round's passers as a participant group.
@@ -530,18 +538,23 @@ def review_command(study_path: Path, database: str | None, output: Path, edited:
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
         if edited is None and payment is None:
-            rows = write_review(engine, study, output)
+            rows = write_review(engine, study, output, force=force)
         elif edited is not None:
             done = record_review(edited, engine, study, connect(url, api_key))
     if edited is None and payment is None:
+        suggested = rows["suggested"].replace("", "no suggestion").value_counts().to_dict()
         click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: "
-                   f"{_by_kind(rows['suggested'].value_counts().to_dict())}")
+                   f"{_by_kind(suggested)}")
         return
     if edited is not None:
         click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "
                    f"{done.unchanged} as recorded before")
-        click.echo(f"{done.annotations} annotation(s) marked in Label Studio "
-                   f"({done.tasks} task(s) changed)")
+        click.echo(f"{done.marked.annotations} annotation(s) marked in Label Studio "
+                   f"({done.marked.tasks} task(s) changed)")
+        if done.marked.unsaved:
+            click.echo(f"{done.marked.unsaved} rating(s) of these submissions not yet saved in "
+                       "Label Studio, so not marked: run the same command again once `study "
+                       "status` shows none waiting")
     if payment is not None:
         payment.carry_out(engine, study)
 

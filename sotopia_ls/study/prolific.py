@@ -20,7 +20,9 @@ What Prolific expects, from its API reference (docs.prolific.com/api-reference):
   participant ``participant_id`` (``studies/get-study-submissions``; the ``_links`` shape as
   prolific-oss/cli ``client/responses.go`` reads it); every list here follows ``next``;
 - ``POST participant-groups/`` (``name``, ``workspace_id``, ``participant_ids``) answers the
-  group (``id``, ``name``); ``POST participant-groups/{id}/participants/`` (``participant_ids``)
+  group (``id``, ``name``); ``GET participant-groups/?filter[workspace_id]=…`` lists a
+  workspace's groups (``id``, ``name``, ``workspace_id``, ``is_deleted``, …;
+  ``participant-groups/get-participant-groups``); ``POST participant-groups/{id}/participants/`` (``participant_ids``)
   adds members, ignoring those already in; ``GET participant-groups/{id}/participants/``
   lists memberships (``participant_id``, ``datetime_created``);
 - a refusal answers a 4xx whose body is ``{"error": {"detail": …, "title": …}}`` or
@@ -31,7 +33,8 @@ Errors (``errors.SotopiaLSError`` below them all, so messages are cut free of se
 
     ProlificError         refused before sending: no token, a token no header can carry, an
     │                     API address that would carry it in the clear, an id that is no path
-    │                     segment, an invalid rejection, a ``next`` link elsewhere
+    │                     segment, a ``next`` link elsewhere
+    ├── InvalidRejection  a rejection Prolific would refuse; ``fields`` names the fields
     ├── ProlificRefused   Prolific answered a 4xx: the one line names the call, the
     │                     submission/participant/group and Prolific's reason; ``status``
     └── ProlificUnavailable  429, 5xx, timeouts or no connection still after the retries, or
@@ -39,7 +42,9 @@ Errors (``errors.SotopiaLSError`` below them all, so messages are cut free of se
 
 A request answered 408, 429 or 5xx, timed out or not connected is sent again at most
 ``retries`` times, after a wait that doubles (or the ``Retry-After`` seconds), never over a
-minute. The token goes into the ``Authorization`` header only: it is no field of any repr,
+minute; except the one that makes a participant group, sent once: a group made by a request
+whose answer was lost would be made twice (``payment`` looks for it by name before making
+one). The token goes into the ``Authorization`` header only: it is no field of any repr,
 message or exception, and is cut out of Prolific's own reasons in case a server echoes it. A
 ``next`` link to another address than ``base_url`` is refused, so the token is never sent
 elsewhere.
@@ -53,7 +58,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import requests
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
@@ -93,6 +98,14 @@ class ProlificUnavailable(ProlificError):
     pass
 
 
+class InvalidRejection(ProlificError):
+    """A rejection Prolific would refuse; ``fields`` names the fields at fault."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -119,6 +132,11 @@ class Submission(_Wire):
 class ParticipantGroup(_Wire):
     id: str
     name: str
+
+
+class _ListedGroup(ParticipantGroup):
+    workspace_id: str | None = None
+    is_deleted: bool | None = None
 
 
 class _Membership(_Wire):
@@ -202,12 +220,24 @@ class Prolific:
 
     def create_participant_group(self, name: str, workspace_id: str,
                                  participant_ids: Sequence[str] = ()) -> ParticipantGroup:
-        """A new participant group in the workspace, holding ``participant_ids``."""
+        """A new participant group in the workspace, holding ``participant_ids``; sent once,
+        never again after a failure (a lost answer may hide a group made)."""
         subject = f"participant group {name!r} in workspace {workspace_id}"
         return _parsed(ParticipantGroup, self._send(
             "POST", "participant-groups/", subject, "create",
             {"name": name, "workspace_id": workspace_id,
-             "participant_ids": list(participant_ids)}), f"create {subject}")
+             "participant_ids": list(participant_ids)}, once=True), f"create {subject}")
+
+    def participant_groups(self, workspace_id: str) -> list[ParticipantGroup]:
+        """The participant groups of the workspace that are not deleted, all pages."""
+        action, subject = "list the participant groups of", f"workspace {workspace_id}"
+        groups = [_parsed(_ListedGroup, item, f"{action} {subject}") for item in self._pages(
+            "participant-groups/?" + urlencode({"filter[workspace_id]": workspace_id}),
+            subject, action)]
+        # Checked here too: a server that ignored the filter must not lend another
+        # workspace's group.
+        return [ParticipantGroup(id=group.id, name=group.name) for group in groups
+                if group.workspace_id == workspace_id and not group.is_deleted]
 
     def add_to_participant_group(self, group_id: str, participant_ids: Sequence[str]) -> None:
         """Add participants to the group; members already in it are ignored by Prolific."""
@@ -236,17 +266,18 @@ class Prolific:
         raise ProlificError(f"{action} {subject}: more than {_MOST_PAGES} pages")
 
     def _send(self, method: str, path: str, subject: str, action: str,
-              body: dict[str, Any] | None = None, read: bool = True) -> Any:
+              body: dict[str, Any] | None = None, read: bool = True, once: bool = False) -> Any:
         """The JSON answer to one request (None unless ``read``: a call that uses no answer
-        takes any success, whatever its body), sent again on a passing failure."""
-        wait = self.backoff
-        for tries_left in range(self.retries, -1, -1):
+        takes any success, whatever its body), sent again on a passing failure unless
+        ``once``."""
+        wait, retries = self.backoff, 0 if once else self.retries
+        for tries_left in range(retries, -1, -1):
             try:
                 return self._once(method, path, subject, action, body, read)
             except _Passing as exc:
                 if not tries_left:
                     raise ProlificUnavailable(
-                        f"{action} {subject}: {exc} ({self.retries + 1} tries)") from exc
+                        f"{action} {subject}: {exc} ({retries + 1} tries)") from exc
                 time.sleep(min(exc.retry_after if exc.retry_after is not None else wait,
                                _LONGEST_WAIT))
                 wait *= 2
@@ -351,7 +382,8 @@ def rejection(message: str, category: str) -> Rejection:
     try:
         return Rejection(message=message, rejection_category=category)
     except ValidationError as exc:
-        raise ProlificError(_invalid_rejection(exc)) from exc
+        raise InvalidRejection(_invalid_rejection(exc), tuple(
+            str(error["loc"][0]) for error in exc.errors())) from exc
 
 
 def _invalid_rejection(exc: ValidationError) -> str:

@@ -9,11 +9,14 @@ A row holds:
 
 - ``participant`` (PROLIFIC_PID) and ``submission`` (the visit's SESSION_ID, Prolific's
   submission id): the row's identity, checked when the file is read back;
-- ``outcome``: ``completed``, ``no_slots``, or ``unfinished`` (the visit never reached its end);
+- ``outcome``: ``completed``, ``no_slots``, ``not_admitted`` (refused at the admission page of
+  a study that requires a qualification round), or ``unfinished`` (the visit never reached its
+  end);
 - ``episodes`` and ``gold_episodes``: ratings submitted, ordinary and gold;
 - ``minutes`` (the lead times summed) and ``median_minutes`` (per episode);
 - ``<flag>.fired`` and ``<flag>.judged`` for every flag: ratings it fired on, ratings it judged
-  (a flag judges none without its data, e.g. no reference);
+  (a flag judges none without its data, e.g. no reference; in a qualification round the
+  round's ``max_distance`` is the gold distance's threshold, as it was the verdict's);
 - ``gold_distance``: the largest |score - reference| over the visit's gold ratings (empty
   without one); ``qualification``: ``passed`` / ``failed`` once a qualification visit was scored;
 - ``suggested`` and ``rule``: the suggestion and the rule of ``RULES`` that made it;
@@ -23,20 +26,27 @@ A row holds:
   a rejection sends): which checks failed, never anything of another participant.
 
 The suggestion is the first rule of ``RULES`` that applies; approve when none does. Each rule
-is one row of that table: reject when the gold distance flag fired on most of the visit's gold
-ratings, or straight-lining on every rating; look when the visit is unfinished, or any flag
-fired. A qualification's result is shown, never a reason: a participant who failed the round
-did the work asked of them (the round screens them out of the main study instead).
+is one row of that table: no suggestion for a visit refused at admission (told to return the
+study, it awaits no decision on Prolific); in a qualification round the verdict decides alone,
+approve for a passer and ``screened_out`` for whoever failed (given the screen-out code,
+Prolific does not await its review: payment sends nothing for it); reject when the gold
+distance flag fired on most of the visit's gold ratings, or straight-lining on every rating;
+look when the visit is unfinished, or any flag fired. A message never tells of references or
+how many conversations had one, which would give hidden gold away.
 
 ``write_review`` writes the rows as CSV, every text cell a spreadsheet would evaluate made text
-(``exporter.cells``), the file replaced whole. ``read_review`` reads an edited file back and
-checks every row (identity unchanged, a decision of ``approve``/``look``/``reject``, a rejection
-with a Prolific category and a message of at least 100 characters) before anything is kept: one
-bad row is one line naming the file, line and column, and nothing is recorded.
+(``exporter.cells``), the file replaced whole; a file there holding other decisions than it
+would write (edits not read back) is refused unless forced. ``read_review`` reads an edited
+file back and checks every row (identity unchanged, a decision of ``DECISIONS``,
+``screened_out`` only where the round screened the visit out, a rejection Prolific would take:
+``prolific.rejection``) before anything is kept: one bad row is one line naming the file, line
+and column, and nothing is recorded; a visit refused at admission may be left undecided.
 ``record_review`` then records each row into ``decisions`` (a changed decision replaces the
 earlier one) and marks the visit's annotations in Label Studio: task meta ``sotopia_review``
-``{"<annotation id>": decision}``, merged with what the task holds. Nothing is deleted. When
-Label Studio fails meanwhile, the decisions stay recorded and the same command marks them.
+``{"<annotation id>": decision}``, merged with what the task holds (a screen-out marks none).
+Nothing is deleted. A rating not yet saved in Label Studio has nothing to mark: counted, for
+the same command to mark once it is saved. When Label Studio fails meanwhile, the decisions
+stay recorded and the same command marks them.
 """
 
 from __future__ import annotations
@@ -44,7 +54,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,10 +63,10 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 from sqlalchemy import Engine, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..errors import LabelStudioError, StudyError
 from ..exporter.cells import FORMULA_START, neutralized_frame
+from ..exporter.protocol import median_minutes
 from ..folders import write_file
 from ..labelstudio.client import Client, merge_task_meta
 from ..labelstudio.results import read_json_results
@@ -67,27 +76,32 @@ from .flags import (
     Annotation,
     FlagResult,
     FlagThresholds,
+    Typing,
     flag_annotation,
     largest_distance,
 )
 from .leases import COUNTED
-from .prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
+from .prolific import InvalidRejection, rejection
+from .qualification import verdicts
 from .settings import StudyFile
 from .store import (
     assignments,
     decisions,
     episodes,
     gold,
+    insert_of,
     now,
     participants,
-    qualification_results,
     visits,
 )
-from .store import (
-    typing as typing_counts,
-)
+from .typing_counts import recorded_typing
 
 UNFINISHED = "unfinished"
+NOT_ADMITTED = "not_admitted"
+# A qualification round's failed submission: the participant got the screen-out code, so
+# Prolific does not await its review and payment sends nothing for it.
+SCREENED_OUT = "screened_out"
+DECISIONS: tuple[str, ...] = (*REVIEW_DECISIONS, SCREENED_OUT)
 IDENTITY = ("participant", "submission")
 EDITABLE = ("decision", "message", "category")
 COLUMNS: tuple[str, ...] = (
@@ -109,8 +123,9 @@ PARTICIPANT_WORDING: dict[str, str] = {
     "pasted_rationale": "explanations mostly pasted rather than typed in {fired} of {judged} "
                         "conversations",
     "straight_lining": "the same score for every question in {fired} of {judged} conversations",
-    "gold_distance": "scores more than {gold_distance} points from the researchers' agreed "
-                     "scores in {fired} of {judged} conversations that had them",
+    # Nothing of references or how many conversations had one: in a main study the gold
+    # episodes are hidden, and the counts would tell how many there were.
+    "gold_distance": "scores far from what the conversations support",
 }
 _FAILED_CHECKS = ("Thank you for taking part in our study. We cannot approve this submission "
                   "because it did not pass our quality checks.")
@@ -181,6 +196,11 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
+    # A qualification round's verdict decides its completed submissions: the passer did the
+    # work asked, and whoever failed was screened out on Prolific already.
+    Rule(NOT_ADMITTED, "", "", "", lambda visit: visit.outcome == NOT_ADMITTED),
+    Rule("qualified", "approve", "", "", lambda visit: visit.qualification == "passed"),
+    Rule(SCREENED_OUT, SCREENED_OUT, "", "", lambda visit: visit.qualification == "failed"),
     Rule("far_from_gold", "reject", "FAILED_CHECK", _FAILED_CHECKS, _most("gold_distance")),
     Rule("straight_lining", "reject", "LOW_EFFORT", _FAILED_CHECKS,
          _everywhere("straight_lining")),
@@ -197,8 +217,9 @@ def suggestion(visit: Visit) -> Rule:
 
 def participant_message(visit: Visit, rule: Rule, thresholds: FlagThresholds) -> str:
     """What a rejection by ``rule`` tells the participant: its opening, then each check that
-    failed with how often; empty for an approval."""
-    if rule.decision == "approve":
+    failed (with how often, except the gold distance); empty for a rule without an opening
+    (an approval, a screen-out)."""
+    if not rule.opening:
         return ""
     failed = []
     for flag in FLAGS:
@@ -239,18 +260,22 @@ def _visit_rows(engine: Engine, study: StudyFile) -> list[Any]:
             .order_by(visits.c.arrived_at, visits.c.id)).all())
 
 
+def thresholds(study: StudyFile) -> FlagThresholds:
+    """The flags' thresholds for ``study``: a qualification round's own ``max_distance``
+    judges the gold distance, as it judged the round (one setting for one thing)."""
+    if study.qualification is None:
+        return study.flags
+    return study.flags.model_copy(update={"gold_distance": study.qualification.max_distance})
+
+
 def read_visits(engine: Engine, study: StudyFile) -> list[Visit]:
     """Every visit of ``study``, first arrived first, with its submitted ratings flagged."""
-    visit_rows = _visit_rows(engine, study)
-    with engine.connect() as conn:
-        scored = dict(conn.execute(
-            select(qualification_results.c.visit_id, qualification_results.c.passed)
-            .where(qualification_results.c.visit_id.in_([row.id for row in visit_rows]))).all())
+    scored = verdicts(engine, study.name)
     rated = _rated(engine, study)
     return [Visit(row.id, row.external_id, row.prolific_session_id, row.outcome or UNFINISHED,
                   tuple(rated[row.id]),
-                  "" if row.id not in scored else "passed" if scored[row.id] else "failed")
-            for row in visit_rows]
+                  "" if row.id not in scored else "passed" if scored[row.id].passed else "failed")
+            for row in _visit_rows(engine, study)]
 
 
 def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
@@ -259,8 +284,7 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
         rows = conn.execute(
             select(assignments.c.id, assignments.c.task_id, assignments.c.visit_id,
                    assignments.c.participant_id, assignments.c.results,
-                   assignments.c.lead_time, typing_counts.c.counts)
-            .outerjoin(typing_counts, typing_counts.c.assignment_id == assignments.c.id)
+                   assignments.c.lead_time)
             .where(assignments.c.study == study.name, assignments.c.state.in_(COUNTED))
             .order_by(assignments.c.id)).all()
         references = dict(conn.execute(
@@ -268,6 +292,8 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
         words = {task_id: _words(shown) for task_id, shown in conn.execute(
             select(episodes.c.task_id, episodes.c.shown).where(episodes.c.study == study.name))}
     flat = {row.id: _flat(row.results) for row in rows}
+    typed = recorded_typing(engine, flat)
+    judged = thresholds(study)
     by_task: dict[int, list[Any]] = defaultdict(list)
     for row in rows:
         by_task[row.task_id].append(row)
@@ -276,21 +302,23 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
         others = tuple(flat[other.id] for other in by_task[row.task_id]
                        if other.participant_id != row.participant_id)
         reference = references.get(row.task_id)
-        annotation = _annotation(row, flat[row.id], words.get(row.task_id), others, reference)
+        annotation = _annotation(row, flat[row.id], words.get(row.task_id), others, reference,
+                                 typed.get(row.id, {}))
         farthest = largest_distance(flat[row.id], reference) if reference else None
         rated[row.visit_id].append(Rated(
             row.task_id, reference is not None, row.lead_time,
             abs(farthest[1] - farthest[2]) if farthest else None,
-            flag_annotation(annotation, study.flags)))
+            flag_annotation(annotation, judged)))
     return rated
 
 
 def _annotation(row: Any, fields: dict[str, Any], episode_words: int | None,
-                others: tuple[dict[str, Any], ...], reference: Any) -> Annotation:
+                others: tuple[dict[str, Any], ...], reference: Any,
+                typed: dict[str, Typing]) -> Annotation:
     try:
         return Annotation(participant=str(row.participant_id), episode=str(row.task_id),
                           fields=fields, episode_words=episode_words, seconds=row.lead_time,
-                          typing=row.counts or {}, others=others, reference=reference)
+                          typing=typed, others=others, reference=reference)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         raise StudyError(f"assignment {row.id} (task {row.task_id}) cannot be reviewed: "
@@ -301,9 +329,8 @@ def _annotation(row: Any, fields: dict[str, Any], episode_words: int | None,
 
 
 def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
-    if not seconds:
-        return None, None
-    return round(sum(seconds) / 60, 2), round(statistics.median(seconds) / 60, 2)
+    """The minutes summed, and the median minutes per episode (as the protocol gives it)."""
+    return (round(sum(seconds) / 60, 2) if seconds else None), median_minutes(seconds)
 
 
 def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, Any]:
@@ -340,16 +367,39 @@ def review_rows(engine: Engine, study: StudyFile) -> pd.DataFrame:
     with engine.connect() as conn:
         recorded = {row.visit_id: row for row in conn.execute(
             select(decisions).where(decisions.c.visit_id.in_([v.id for v in found])))}
-    frame = pd.DataFrame([_row(visit, study.flags, recorded.get(visit.id)) for visit in found],
+    judged = thresholds(study)
+    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id)) for visit in found],
                          columns=list(COLUMNS))
     return frame.astype({"gold_distance": "Int64"})
 
 
-def write_review(engine: Engine, study: StudyFile, path: Path) -> pd.DataFrame:
-    """Write ``study``'s review file to ``path`` (replaced whole); its rows."""
+def write_review(engine: Engine, study: StudyFile, path: Path,
+                 force: bool = False) -> pd.DataFrame:
+    """Write ``study``'s review file to ``path`` (replaced whole); its rows. Unless ``force``,
+    a file there whose decisions differ from the ones it would get (edits not read back) is
+    refused, naming its first such line."""
     frame = review_rows(engine, study)
+    if not force and path.exists():
+        _check_unedited(path, frame)
     write_file(path, neutralized_frame(frame).to_csv(index=False))
     return frame
+
+
+def _check_unedited(path: Path, frame: pd.DataFrame) -> None:
+    """Refuse ``path`` when a row of it holds other decisions than ``frame`` gives its
+    submission: the researcher's edits, not recorded yet, would be lost."""
+    written = {row.submission: tuple(str(row[name]).strip() for name in EDITABLE)
+               for _, row in frame.iterrows()}
+    try:
+        records = list(_records(path))
+    except StudyError as error:
+        raise StudyError(f"{error}; not a review file to replace: give --force to replace "
+                         "it") from None
+    for line, row in records:
+        if written.get(row["submission"]) != tuple(row[name] for name in EDITABLE):
+            raise StudyError(f"{path}: line {line} holds decisions not recorded (an edited "
+                             "review file?): read it back with --decisions, or give --force "
+                             "to replace it")
 
 
 # --- reading the edited file back -----------------------------------------------------------
@@ -408,67 +458,89 @@ class _BadCell(Exception):
         self.column = column
 
 
-def _checked(row: dict[str, str], known: dict[str, list[tuple[int, str]]]) -> Decided:
-    """The decision ``row`` holds; ``_BadCell`` at its first problem."""
+def _checked(row: dict[str, str], known: dict[str, list[Any]],
+             screened: set[int]) -> Decided | None:
+    """The decision ``row`` holds (None: no decision on a visit refused at admission);
+    ``_BadCell`` at its first problem."""
     submission = row["submission"]
     if not known.get(submission):
         raise _BadCell("submission", f"{submission!r} is no submission of this study")
-    visit_id = next((v for v, pid in known[submission] if pid == row["participant"]), None)
-    if visit_id is None:
+    visit = next((v for v in known[submission] if v.external_id == row["participant"]), None)
+    if visit is None:
         raise _BadCell("participant", f"{row['participant']!r} is not the participant of "
                        f"submission {submission}: leave the identity columns as written")
     decision, message, category = row["decision"].lower(), row["message"], row["category"].upper()
-    if decision not in REVIEW_DECISIONS:
-        raise _BadCell("decision", f"{row['decision']!r} is not one of "
-                       f"{', '.join(REVIEW_DECISIONS)}")
-    if decision == "reject" and category not in REJECTION_CATEGORIES:
-        raise _BadCell("category", f"{row['category']!r} is not a Prolific rejection category "
-                       f"({', '.join(REJECTION_CATEGORIES)})")
-    if decision == "reject" and len(message) < MIN_REJECTION_MESSAGE:
-        raise _BadCell("message", f"{len(message)} characters; Prolific requires at least "
-                       f"{MIN_REJECTION_MESSAGE} for a rejection")
-    if decision == "approve":  # an approval sends no message
+    if not decision and visit.outcome == NOT_ADMITTED:
+        return None  # told to return the study on Prolific: nothing there awaits a decision
+    if decision not in DECISIONS:
+        raise _BadCell("decision", f"{row['decision']!r} is not one of {', '.join(DECISIONS)}")
+    if decision == SCREENED_OUT and visit.id not in screened:
+        raise _BadCell("decision", f"{SCREENED_OUT} is only for a submission that failed the "
+                       "qualification round")
+    if decision == "reject":
+        try:
+            rejection(message, category)
+        except InvalidRejection as invalid:
+            raise _BadCell("message" if "message" in invalid.fields else "category",
+                           str(invalid)) from None
+    if decision in ("approve", SCREENED_OUT):  # Prolific is sent no message
         message = category = ""
-    return Decided(visit_id, decision, message or None, category or None)
+    return Decided(visit.id, decision, message or None, category or None)
 
 
 def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
     """The decisions of an edited review file, every row checked; the first bad row raises
     one line naming the file, line and column."""
-    known: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    known: dict[str, list[Any]] = defaultdict(list)
     for row in _visit_rows(engine, study):
-        known[row.prolific_session_id].append((row.id, row.external_id))
+        known[row.prolific_session_id].append(row)
+    screened = {visit for visit, verdict in verdicts(engine, study.name).items()
+                if not verdict.passed}
     decided: dict[int, tuple[int, Decided]] = {}
     for line, row in _records(path):
         try:
-            checked = _checked(row, known)
-            if checked.visit_id in decided:
+            checked = _checked(row, known, screened)
+            if checked is not None and checked.visit_id in decided:
                 raise _BadCell("submission", f"{row['submission']} is decided on line "
                                f"{decided[checked.visit_id][0]} already")
         except _BadCell as bad:
             raise StudyError(f"{path}: line {line}, column {bad.column}: {bad}") from None
-        decided[checked.visit_id] = line, checked
+        if checked is not None:
+            decided[checked.visit_id] = line, checked
     return [checked for _, checked in decided.values()]
 
 
 # --- recording ------------------------------------------------------------------------------
 
 
+# Ratings that are, or are to be, annotations in Label Studio: saved, waiting to be saved, and
+# refused by it (``study retry``); surplus and shelved ones stay in the gateway's database.
+_FOR_LABEL_STUDIO = ("saving", "saved", "failed")
+
+
+@dataclass(frozen=True)
+class Marked:
+    """What ``mark_annotations`` did: annotations marked, the tasks that changed, and the
+    decided visits' ratings not yet saved in Label Studio (so not marked yet)."""
+
+    annotations: int
+    tasks: int
+    unsaved: int
+
+
 @dataclass(frozen=True)
 class Recorded:
     """What ``record_review`` did: decisions recorded (new or changed) by kind, decisions as
-    recorded before, annotations marked in Label Studio and the tasks that changed."""
+    recorded before, and the marks in Label Studio."""
 
     recorded: Counter[str]
     unchanged: int
-    annotations: int
-    tasks: int
+    marked: Marked
 
 
 def record_decisions(engine: Engine, decided: Sequence[Decided]) -> Counter[str]:
     """Record each decision; one that differs from the visit's recorded decision replaces it
     (``recorded_at`` now). The decisions recorded, by kind."""
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
     recorded: Counter[str] = Counter()
     with engine.begin() as conn:
         before = {row.visit_id: (row.decision, row.message, row.category)
@@ -479,27 +551,30 @@ def record_decisions(engine: Engine, decided: Sequence[Decided]) -> Counter[str]
                 continue
             values = {"decision": d.decision, "message": d.message, "category": d.category,
                       "recorded_at": now()}
-            conn.execute(dialect.insert(decisions).values(visit_id=d.visit_id, **values)
+            conn.execute(insert_of(conn, decisions).values(visit_id=d.visit_id, **values)
                          .on_conflict_do_update(index_elements=["visit_id"], set_=values))
             recorded[d.decision] += 1
     return recorded
 
 
 def mark_annotations(engine: Engine, study: StudyFile, client: Client,
-                     decided: Sequence[Decided]) -> tuple[int, int]:
+                     decided: Sequence[Decided]) -> Marked:
     """Mark every Label Studio annotation of the decided visits with its visit's decision
-    (task meta ``sotopia_review``); the annotations marked and the tasks that changed."""
-    chosen = {d.visit_id: d.decision for d in decided}
+    (task meta ``sotopia_review``); a screen-out is no verdict on the work and marks none.
+    A rating still waiting to be saved has no annotation yet: counted, marked by a later run."""
+    chosen = {d.visit_id: d.decision for d in decided if d.decision in REVIEW_DECISIONS}
     with engine.connect() as conn:
-        saved = conn.execute(
+        rated = conn.execute(
             select(assignments.c.visit_id, assignments.c.task_id, assignments.c.ls_annotation_id)
             .where(assignments.c.study == study.name,
-                   assignments.c.visit_id.in_(list(chosen)),
-                   assignments.c.ls_annotation_id.is_not(None))).all()
+                   assignments.c.state.in_(_FOR_LABEL_STUDIO),
+                   assignments.c.visit_id.in_(list(chosen)))).all()
+    saved = [row for row in rated if row.ls_annotation_id is not None]
     marks: dict[int, dict[str, Any]] = defaultdict(dict)
     for row in saved:
         marks[row.task_id][str(row.ls_annotation_id)] = chosen[row.visit_id]
-    return len(saved), merge_task_meta(client, study.project, REVIEW, dict(marks))
+    changed = merge_task_meta(client, study.project, REVIEW, dict(marks)) if marks else 0
+    return Marked(len(saved), changed, len(rated) - len(saved))
 
 
 def record_review(path: Path, engine: Engine, study: StudyFile, client: Client) -> Recorded:
@@ -508,9 +583,9 @@ def record_review(path: Path, engine: Engine, study: StudyFile, client: Client) 
     decided = read_review(path, engine, study)
     recorded = record_decisions(engine, decided)
     try:
-        annotations, tasks = mark_annotations(engine, study, client, decided)
+        marked = mark_annotations(engine, study, client, decided)
     except LabelStudioError as error:
         raise LabelStudioError(f"the decisions of {path} are recorded, but marking them in "
                                f"Label Studio failed: {error}; run the same command again once "
                                "it answers") from error
-    return Recorded(recorded, len(decided) - sum(recorded.values()), annotations, tasks)
+    return Recorded(recorded, len(decided) - sum(recorded.values()), marked)
