@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 TOKEN = "tok-s3cr3t-0123456789"
 
 
 class StandIn(ThreadingHTTPServer):
-    """Prolific's endpoints; ``script[path]`` lists the first answers to that path as
-    (status, body, headers) or ("sleep", seconds); later requests get Prolific's usual answer."""
+    """Prolific's endpoints; ``script[path]`` (or ``script["METHOD path"]``, for that method
+    alone) lists the first answers to that path as (status, body, headers) or ("sleep",
+    seconds); later requests get Prolific's usual answer."""
 
     daemon_threads = True
 
@@ -27,6 +29,7 @@ class StandIn(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.script: dict[str, list[tuple[Any, ...]]] = {}
+        self.groups: list[dict[str, Any]] = []  # the participant groups made, as listed
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out has hung up before the (delayed) answer: no traceback.
@@ -48,8 +51,16 @@ class StandIn(ThreadingHTTPServer):
             return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
         if parts == ["submissions", "bulk-approve"]:
             return 200, {}
+        if parts == ["participant-groups"] and method == "POST":
+            made = {"id": f"group-{len(self.groups) + 1}", "name": body["name"],
+                    "workspace_id": body["workspace_id"], "participant_count": 0,
+                    "is_deleted": False}
+            self.groups.append(made)
+            return 201, made
         if parts == ["participant-groups"]:
-            return 201, {"id": "group-1", "name": body["name"], "participant_count": 0}
+            workspace = parse_qs(urlsplit(path).query).get("filter[workspace_id]", [None])[0]
+            return 200, {"results": [group for group in self.groups
+                                     if group["workspace_id"] == workspace]}
         if parts[:2] == ["participant-groups", "group-1"] and method == "POST":
             return 200, {"results": []}
         if method == "GET" and parts[-1] == "submissions" or parts[:2] == [
@@ -90,7 +101,9 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests.append({"method": self.command, "path": self.path, "body": body,
                                          "auth": self.headers.get("Authorization")})
-            queued = self.server.script.get(self.path.split("?")[0], [])
+            path = self.path.split("?")[0]
+            queued = (self.server.script.get(f"{self.command} {path}")
+                      or self.server.script.get(path, []))
             reply = queued.pop(0) if queued else None
         if reply is not None and reply[0] == "sleep":
             time.sleep(reply[1])

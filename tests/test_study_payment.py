@@ -10,6 +10,9 @@ folder, participants arrive as the gateway records them.
 
 from __future__ import annotations
 
+import csv
+import io
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from sotopia_ls.study.store import (
     open_store,
     participants,
     prolific_actions,
+    prolific_groups,
     visits,
 )
 
@@ -275,7 +279,10 @@ def test_the_allow_list_becomes_a_participant_group_and_a_rerun_adds_only_new_pa
             f"passed the qualification' in workspace ws-7: {first}, {second}") \
         in planned.plan.lines()
 
-    assert prolific.sent() == [("POST", "/api/v1/participant-groups/", {
+    # Looked for by name in the workspace first, then made.
+    assert prolific.sent("GET") == [
+        ("GET", "/api/v1/participant-groups/?filter%5Bworkspace_id%5D=ws-7", None)]
+    assert prolific.sent("POST") == [("POST", "/api/v1/participant-groups/", {
         "name": "qual-round: passed the qualification", "workspace_id": "ws-7",
         "participant_ids": [first, second]})]
     assert payment.sent.lines() == [
@@ -285,7 +292,7 @@ def test_the_allow_list_becomes_a_participant_group_and_a_rerun_adds_only_new_pa
     pay(engine, study, prolific, send=True, workspace_id="ws-7")
     pay(engine, study, prolific, send=True, workspace_id="ws-7")
 
-    assert prolific.sent()[1:] == [
+    assert prolific.sent()[2:] == [
         ("POST", "/api/v1/participant-groups/group-1/participants/",
          {"participant_ids": [third]})]
 
@@ -435,7 +442,7 @@ def test_a_decision_of_another_kind_in_the_database_is_refused_naming_the_visit(
     decide(engine, visit, "maybe")
 
     with pytest.raises(StudyError, match=rf"^study pilot: visit {visit.id} has the decision "
-                                         r"'maybe', none of approve, look, reject; "):
+                                         r"'maybe', none of approve, look, reject, screened_out; "):
         pay(engine, study, prolific)
 
 
@@ -455,3 +462,57 @@ def test_a_bulk_approval_refused_whole_is_sent_one_by_one_naming_each_refused_pa
     assert payment.sent.failures[1] == (
         f"approve submission {submission}: Prolific answered HTTP 400: Submission has been "
         f"returned. (participant {participant})")
+
+
+def test_a_group_whose_making_timed_out_is_made_once_and_taken_by_the_rerun(tmp_path, prolific):
+    study = qualification(tmp_path)
+    engine = open_store(study.database)
+    first, second = prolific_id(), prolific_id()
+    admit(engine, study, first, second)
+    groups = "/api/v1/participant-groups/"
+    # Prolific makes the group but its answer comes after the client stopped waiting.
+    prolific.script[f"POST {groups}"] = [("sleep", 1.0)]
+    impatient = Prolific(TOKEN, base_url=prolific.base_url, backoff=0.01, retries=2,
+                         timeout=0.3)
+
+    payment = apply_decisions(engine, study, prolific=impatient, send=True, workspace_id="ws-7")
+
+    assert payment.sent.stopped and "create participant group" in payment.sent.failures[0]
+    assert [path for _, path, _ in prolific.sent("POST")] == [groups]  # never sent again
+    time.sleep(1.0)  # the stand-in has answered the request given up on
+
+    pay(engine, study, prolific, send=True, workspace_id="ws-7")
+
+    assert [group["id"] for group in prolific.groups] == ["group-1"]
+    assert prolific.sent("POST")[1:] == [
+        ("POST", "/api/v1/participant-groups/group-1/participants/",
+         {"participant_ids": [first, second]})]
+    with engine.connect() as conn:
+        assert conn.execute(select(prolific_groups.c.group_id)).scalars().all() == ["group-1"]
+
+
+def test_a_screened_out_submission_of_a_qualification_round_is_left_alone(tmp_path, prolific):
+    study = qualification(tmp_path)
+    engine = open_store(study.database)
+    approved, screened = reviewed(engine, study, "approve", "screened_out")
+    folder = tmp_path / "for-prolific"
+
+    payment = pay(engine, study, prolific, send=True, files_dir=folder)
+
+    assert prolific.sent() == [("POST", BULK, {"submission_ids": [ids(engine, approved)[0]]})]
+    assert ("screened out: 1 submission(s) of the qualification round; nothing to send "
+            "(Prolific does not await their review)") in payment.plan.lines()
+    assert sent_actions(engine) == {approved.id: "approve"}
+    assert sorted(path.name for path in folder.iterdir()) == [f"approve-{PROLIFIC_STUDY}.txt"]
+
+
+def test_no_cell_of_the_rejections_file_starts_a_spreadsheet_formula(engine, study, tmp_path):
+    visit = visitor(engine, study)
+    decide(engine, visit, "reject", '=HYPERLINK("http://x","see") ' + REASON, "LOW_EFFORT")
+
+    pay(engine, study, None, files_dir=tmp_path / "for-prolific")
+
+    text = (tmp_path / "for-prolific" / f"reject-{PROLIFIC_STUDY}.csv").read_text()
+    cells = [cell for record in csv.reader(io.StringIO(text)) for cell in record]
+    assert cells and not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@")]
+    assert "'=HYPERLINK" in text

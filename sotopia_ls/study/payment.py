@@ -7,7 +7,10 @@ Prolific submission, whose id is the visit's ``SESSION_ID``) become:
   refused whole is sent again one submission at a time, so each refusal names its participant);
 - rejections: one ``reject`` each, with the message to the participant and the category;
 - ``look``: nothing; listed as waiting for the researcher's decision;
-- a qualification round's allow-list: a Prolific participant group, made once in a workspace,
+- ``screened_out`` (a qualification round's failed submission, given the screen-out code):
+  nothing, counted; Prolific does not await its review;
+- a qualification round's allow-list: a Prolific participant group, made once in a workspace
+  (one of that name already there is taken: the request that makes it is never sent twice),
   to which only passers not yet in it are added; a main study's audience can require it.
 
 ``plan_payment`` reads what is left to send. ``apply_decisions`` returns that plan (a dry run,
@@ -16,7 +19,7 @@ it (``store.prolific_actions``, ``prolific_groups``, ``prolific_group_members``)
 keeps what was sent before it, and a rerun sends nothing twice. A decision changed after its
 submission's status was sent is a conflict, reported and never sent (Prolific cannot undo a
 status change). Without a token the same plan is written as the files Prolific's own screens
-take (``write_prolific_files``).
+take (``write_prolific_files``), every cell a spreadsheet would evaluate made text.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from ..errors import StudyError
+from ..exporter.cells import neutralized_frame
 from ..folders import replaced_folder
 from .prolific import (
     BULK_APPROVE_LIMIT,
@@ -40,10 +44,11 @@ from .prolific import (
     ProlificUnavailable,
     rejection,
 )
+from .qualification import allow_list_of
+from .review import DECISIONS, SCREENED_OUT
 from .settings import StudyFile
 from .store import (
     add_once,
-    allow_list,
     decisions,
     now,
     participants,
@@ -59,7 +64,6 @@ ALLOW_LIST_FILE = "allow-list.txt"
 _FILE_NAMES = re.compile(r"approve-[0-9a-z]+\.txt|reject-[0-9a-z]+\.csv|" + re.escape(
     ALLOW_LIST_FILE))
 _SENT = {"approve": "approved", "reject": "rejected"}
-_KINDS = ("approve", "look", "reject")
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class Plan:
     conflicts: tuple[SubmissionDecision, ...]
     already_sent: int
     group: GroupPlan | None
+    screened_out: int = 0  # a qualification round's screen-outs: nothing to send
 
     def lines(self) -> list[str]:
         """The plan, one line per action, as ``study review --apply`` prints it."""
@@ -115,6 +120,9 @@ class Plan:
         out += [f"reject   {d.subject} {d.category}: {d.message}" for d in self.rejections]
         out += [f"look     {d.subject}: waiting for you; write approve or reject in the review "
                 "file" for d in self.waiting]
+        if self.screened_out:
+            out.append(f"screened out: {self.screened_out} submission(s) of the qualification "
+                       "round; nothing to send (Prolific does not await their review)")
         out += [f"conflict {d.subject}: {_SENT[d.sent or '']} on Prolific already, now "
                 f"{d.decision!r} in the review; not sent (Prolific cannot undo a status change)"
                 for d in self.conflicts]
@@ -132,13 +140,12 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
                  workspace_id: str | None = None) -> Plan:
     """What is left to send for ``study``'s decisions (and its allow-list, if it is a
     qualification round); a rejection Prolific would refuse stops it, naming the participant."""
-    kinds: dict[str, list[SubmissionDecision]] = {
-        "approve": [], "reject": [], "look": [], "conflict": []}
+    kinds: dict[str, list[SubmissionDecision]] = {kind: [] for kind in (*DECISIONS, "conflict")}
     already = 0
     for decided in _decided(engine, study.name):
-        if decided.decision not in _KINDS:
+        if decided.decision not in DECISIONS:
             raise StudyError(f"study {study.name}: visit {decided.visit_id} has the decision "
-                             f"{decided.decision!r}, none of {', '.join(_KINDS)}; record the "
+                             f"{decided.decision!r}, none of {', '.join(DECISIONS)}; record the "
                              "review file again with `study review --decisions`")
         if decided.sent is None:
             kinds[decided.decision].append(decided)
@@ -155,6 +162,7 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
     return Plan(study=study.name, approvals=tuple(kinds["approve"]),
                 rejections=tuple(kinds["reject"]), waiting=tuple(kinds["look"]),
                 conflicts=tuple(kinds["conflict"]), already_sent=already,
+                screened_out=len(kinds[SCREENED_OUT]),
                 group=_group_plan(engine, study, group_name, workspace_id))
 
 
@@ -182,10 +190,8 @@ def _group_plan(engine: Engine, study: StudyFile, name: str,
                 workspace_id: str | None) -> GroupPlan | None:
     if study.qualification is None:
         return None
+    allowed = allow_list_of(engine, study.name)
     with engine.connect() as conn:
-        allowed = conn.execute(
-            select(allow_list.c.external_id).where(allow_list.c.qualification == study.name)
-            .order_by(allow_list.c.added_at, allow_list.c.external_id)).scalars().all()
         group = conn.execute(select(prolific_groups).where(
             prolific_groups.c.qualification == study.name)).first()
         added = set(conn.execute(select(prolific_group_members.c.external_id).where(
@@ -295,10 +301,18 @@ def _record(engine: Engine, done: Sequence[SubmissionDecision], action: str) -> 
 
 
 def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, sent: Sent) -> None:
+    """Add the new members to the group, made first if it is not recorded: a group of that
+    name already in the workspace (made by a request whose answer was lost) is taken."""
     members = list(group.new_members)
     made = None
     if group.group_id is None:
-        made = prolific.create_participant_group(group.name, group.workspace_id or "", members)
+        workspace = group.workspace_id or ""
+        made = next((found for found in prolific.participant_groups(workspace)
+                     if found.name == group.name), None)
+        if made is None:
+            made = prolific.create_participant_group(group.name, workspace, members)
+        else:
+            prolific.add_to_participant_group(made.id, members)
         sent.group_id = made.id
     else:
         prolific.add_to_participant_group(group.group_id, members)
@@ -323,9 +337,9 @@ def write_prolific_files(plan: Plan, folder: Path) -> list[Path]:
     for study_id, approvals in _by_study(plan.approvals).items():
         texts[f"approve-{study_id}.txt"] = "".join(f"{d.participant_id}\n" for d in approvals)
     for study_id, rejections in _by_study(plan.rejections).items():
-        texts[f"reject-{study_id}.csv"] = pd.DataFrame(
+        texts[f"reject-{study_id}.csv"] = neutralized_frame(pd.DataFrame(
             [(d.participant_id, d.submission_id, d.category, d.message) for d in rejections],
-            columns=list(REJECT_COLUMNS)).to_csv(index=False)
+            columns=list(REJECT_COLUMNS))).to_csv(index=False)
     if plan.group and plan.group.allowed:
         texts[ALLOW_LIST_FILE] = "".join(f"{member}\n" for member in plan.group.allowed)
     with replaced_folder(folder, lambda name: bool(_FILE_NAMES.fullmatch(name))) as staging:
