@@ -28,7 +28,8 @@ from sotopia_ls.labelstudio.client import create_project, import_batch, update_t
 from sotopia_ls.labelstudio.tasks import REVIEW, episode_to_task
 from sotopia_ls.study import arrival, leases
 from sotopia_ls.study.arrival import ProlificParameters
-from sotopia_ls.study.settings import Qualification, write_study
+from sotopia_ls.study.protocol import study_protocol
+from sotopia_ls.study.settings import Qualification, read_study, write_study
 from sotopia_ls.study.store import (
     assignments,
     decisions,
@@ -319,4 +320,24 @@ def test_a_reviewed_project_exports_with_the_study_protocol(
         assert not re.search(r"[0-9a-f]{24}", text)
         assert not any(pid in text for pid in prolific_ids)
         assert "@" not in text and "sqlite" not in text and "gateway.sqlite3" not in text
+
+
+def test_the_study_side_counts_refusals_at_admission_and_screen_outs_apart(tmp_path):
+    url = f"sqlite:///{tmp_path / 'gateway.sqlite3'}"
+    engine = open_store(url)
+    screening = read_study(qualification_round(engine, tmp_path, url))
+    with engine.connect() as conn:
+        failed = conn.execute(select(qualification_results.c.visit_id).where(
+            qualification_results.c.passed.is_(False))).scalar_one()
+    insert_once(engine, decisions, {"visit_id": failed, "decision": "screened_out",
+                                    "message": None, "category": None, "recorded_at": now()})
+    main = make_study(tmp_path, 1, name="main", database=url,
+                      requires_qualification="screening")
+    refused = participant(engine, main.name)
+    arrival.finish(engine, refused.id, "not_admitted")
+
+    assert study_protocol(engine, main)["sessions"] == {
+        "total": 1, "completed": 0, "no_slots": 0, "not_admitted": 1, "unfinished": 0}
+    assert study_protocol(engine, screening)["decisions"] == {
+        "approve": 0, "look": 0, "reject": 0, "screened_out": 1}
         assert "C0MPL3T3" not in text and "SCR33N" not in text and "127.0.0.1" not in text

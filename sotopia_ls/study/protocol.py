@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, case, func, select
+from sqlalchemy import Engine, and_, func, select
 
 from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
-
 from .leases import COUNTED
+from .qualification import verdicts
+from .review import DECISIONS, NOT_ADMITTED, thresholds
 from .settings import StudyFile, read_study
 from .store import (
     assignments,
@@ -28,7 +29,6 @@ from .store import (
     gold,
     open_store,
     participants,
-    qualification_results,
     visits,
 )
 
@@ -41,29 +41,24 @@ def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def _pass_rate(conn: Connection, round_name: str) -> dict[str, Any]:
+def _pass_rate(engine: Engine, round_name: str) -> dict[str, Any]:
     """How many visits of the qualification round ``round_name`` were scored, and passed."""
-    scored, passed = conn.execute(
-        select(func.count(), func.sum(case((qualification_results.c.passed, 1), else_=0)))
-        .select_from(qualification_results)
-        .join(visits, visits.c.id == qualification_results.c.visit_id)
-        .join(participants, participants.c.id == visits.c.participant_id)
-        .where(participants.c.study == round_name)).one()
-    passed = int(passed or 0)
-    return {"scored": scored, "passed": passed, "pass_rate": _share(passed, scored)}
+    scored = verdicts(engine, round_name).values()
+    passed = sum(verdict.passed for verdict in scored)
+    return {"scored": len(scored), "passed": passed, "pass_rate": _share(passed, len(scored))}
 
 
-def _qualification(conn: Connection, study: StudyFile) -> dict[str, Any] | None:
+def _qualification(engine: Engine, study: StudyFile) -> dict[str, Any] | None:
     """The qualification round this study is, or the one it requires (same database)."""
     if study.qualification is not None:
         return {"role": "this study is the qualification round",
                 "rule": _rule(study.qualification.max_distance),
                 "max_distance": study.qualification.max_distance,
-                **_pass_rate(conn, study.name)}
+                **_pass_rate(engine, study.name)}
     if study.requires_qualification is not None:
         return {"role": "participants had to pass a qualification round",
                 "round": study.requires_qualification,
-                **_pass_rate(conn, study.requires_qualification)}
+                **_pass_rate(engine, study.requires_qualification)}
     return None
 
 
@@ -89,7 +84,6 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
             .join(visits, visits.c.id == decisions.c.visit_id)
             .join(participants, participants.c.id == visits.c.participant_id)
             .where(participants.c.study == name).group_by(decisions.c.decision)).all())
-        qualification = _qualification(conn, study)
     return {
         "study": name,
         "kind": QUALIFICATION_ROUND if study.qualification is not None else "main study",
@@ -97,16 +91,19 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
         "episodes_per_participant": study.episodes_per_participant,
         "lease_minutes": study.lease_minutes,
         "gold_share": 1.0 if study.qualification is not None else study.gold_share,
-        "qualification": qualification,
-        "flag_thresholds": study.flags.model_dump(),
+        "qualification": _qualification(engine, study),
+        "flag_thresholds": thresholds(study).model_dump(),
         "participants": people,
         "sessions": {"total": sum(outcomes.values()), "completed": outcomes.get("completed", 0),
                      "no_slots": outcomes.get("no_slots", 0),
+                     "not_admitted": outcomes.get(NOT_ADMITTED, 0),
                      "unfinished": outcomes.get(None, 0)},
         "ratings": len(times),
         "gold_ratings": gold_ratings,
         "median_minutes_per_episode": median_minutes([t for t in times if t is not None]),
-        "decisions": {kind: decided.get(kind, 0) for kind in REVIEW_DECISIONS},
+        # Only a qualification round screens out.
+        "decisions": {kind: decided.get(kind, 0) for kind in (
+            DECISIONS if study.qualification is not None else REVIEW_DECISIONS)},
     }
 
 
