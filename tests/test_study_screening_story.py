@@ -249,14 +249,14 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
     stand_in = ["--prolific-url", prolific.base_url]
     dry = researcher.run("study", "review", "--study", main_file, "--apply", *stand_in)
     assert "1 to approve (in 1 bulk-approve request(s)), 1 to reject" in dry.output
-    assert prolific.requests == []
+    assert prolific.sent("POST") == []
     paid = researcher.run("study", "review", "--study", main_file, "--apply", "--send",
                           *stand_in, token=TOKEN)
     grouped = researcher.run("study", "review", "--study", researcher.path(f"{ROUND}.json"),
                              "--apply", "--send", "--workspace", "ws-1", *stand_in, token=TOKEN)
     assert "sent: 1 approved, 1 rejected" in paid.output and TOKEN not in paid.output
     assert "2 added to participant group" in grouped.output
-    assert prolific.sent() == [
+    assert prolific.sent("POST") == [
         ("POST", BULK, {"submission_ids": [careful.session]}),
         ("POST", TRANSITION.format(careless.session),
          {"action": "REJECT", "message": REJECTION, "rejection_category": "LOW_EFFORT"}),
@@ -266,7 +266,7 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
         again = researcher.run("study", "review", "--study", study_file, "--apply", "--send",
                                "--workspace", "ws-1", *stand_in, token=TOKEN)
         assert "0 to approve (in 0 bulk-approve request(s)), 0 to reject" in again.output
-    assert len(prolific.requests) == 3
+    assert len(prolific.sent("POST")) == 3
 
     # --- the protocol record for the methods section --------------------------------------------
     researcher.run("export", *server, "--exclude-rejected", "--study",
