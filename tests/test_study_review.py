@@ -40,6 +40,7 @@ from sotopia_ls.study.review import (
     Rated,
     Visit,
     participant_message,
+    mark_annotations,
     read_review,
     record_decisions,
     record_review,
@@ -288,6 +289,34 @@ def test_decisions_recorded_while_label_studio_is_away_are_marked_by_the_same_co
     again = rated.review("--decisions", str(tmp_path / "review.csv"))
     assert "decisions recorded: none; 3 as recorded before" in again.output
     assert "5 annotation(s) marked in Label Studio" in again.output and len(rated.marks()) == 5
+
+
+@pytest.mark.server
+def test_a_meta_written_meanwhile_by_another_process_is_kept_by_the_marks(
+        rated, tmp_path, monkeypatch):
+    assert rated.review("-o", str(tmp_path / "review.csv")).exit_code == 0
+    decided = read_review(tmp_path / "review.csv", rated.engine, rated.settings)
+    last = max(rated.tasks_of("straight") | rated.tasks_of("good") | rated.tasks_of("short"))
+    update = rated.client.tasks.update
+
+    def then_another_process(*args, **kwargs):
+        """Each update, then (once) `evaluate` in another process storing a model evaluation
+        on the last task the marks reach."""
+        answer = update(*args, **kwargs)
+        if not wrote:
+            wrote.append(last)
+            meta = dict(rated.client.tasks.get(id=str(last)).meta or {})
+            update(id=str(last), meta=meta | {"stored_elsewhere": {"model": "judge"}})
+        return answer
+
+    wrote: list[int] = []
+    monkeypatch.setattr(rated.client.tasks, "update", then_another_process)
+
+    marked = mark_annotations(rated.engine, rated.settings, rated.client, decided)
+
+    assert wrote == [last] and marked.annotations == 5
+    meta = rated.metas()[last]
+    assert meta["stored_elsewhere"] == {"model": "judge"} and meta["sotopia_review"]
 
 
 @pytest.mark.server

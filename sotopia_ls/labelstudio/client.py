@@ -370,24 +370,40 @@ def update_task_meta(client: Client, project_id: int, task_id: int, meta: dict[s
 def merge_task_meta(client: Client, project_id: int, key: str,
                     entries: dict[int, dict[str, Any]]) -> int:
     """Merge ``entries[task id]`` into the object each task's ``meta[key]`` holds, keeping the
-    rest of its meta; how many tasks changed. One listing of the project's tasks (their meta
-    only), then one update per task that changes: Label Studio updates meta task by task."""
+    rest of its meta; how many tasks changed. One listing of the project's task ids (each
+    must be in it), then each task's meta read just before its update (``merge_meta_of_task``),
+    so a write by another process (``evaluate`` storing a model evaluation, say) earlier in
+    the run is kept. Label Studio replaces meta whole and has no conditional update: a write
+    between one task's read and its update is still lost, a window of one round trip."""
     with sdk_errors("listing tasks", project=project_id):
-        held = {task.id: dict(task.meta) if isinstance(task.meta, dict) else {}
-                for task in client.tasks.list(project=project_id, include="id,meta",
-                                              page_size=_PAGE_SIZE)}
-    for task_id in sorted(entries.keys() - held.keys()):
+        held = {task.id for task in client.tasks.list(project=project_id, include="id",
+                                                      page_size=_PAGE_SIZE)}
+    for task_id in sorted(entries.keys() - held):
         raise LabelStudioError(f"task {task_id} is not in the project", project=project_id,
                                task=task_id)
-    changed = 0
-    for task_id, values in sorted(entries.items()):
-        meta = held[task_id]
-        before = meta.get(key) if isinstance(meta.get(key), dict) else {}
-        merged = {**before, **values}
-        if merged != before:
-            update_task_meta(client, project_id, task_id, {**meta, key: merged})
-            changed += 1
-    return changed
+    return sum(merge_meta_of_task(client, task_id, key, values)
+               for task_id, values in sorted(entries.items()))
+
+
+def _merged_meta(meta: dict[str, Any], key: str, values: dict[str, Any]) -> dict[str, Any] | None:
+    """``meta`` with ``values`` merged into the object ``meta[key]`` holds; None when that
+    changes nothing."""
+    before = meta.get(key) if isinstance(meta.get(key), dict) else {}
+    merged = {**before, **values}
+    return None if merged == before else {**meta, key: merged}
+
+
+def merge_meta_of_task(client: Client, task_id: int, key: str, values: dict[str, Any]) -> bool:
+    """``merge_task_meta`` for one task, read alone (not its project's every task); whether it
+    changed. Label Studio replaces meta whole: the caller keeps two merges of one task from
+    overlapping."""
+    with sdk_errors(f"reading task {task_id}"):
+        meta = client.tasks.get(id=str(task_id)).meta
+    merged = _merged_meta(dict(meta) if isinstance(meta, dict) else {}, key, values)
+    if merged is not None:
+        with sdk_errors(f"saving the meta of task {task_id}"):
+            client.tasks.update(id=str(task_id), meta=merged)
+    return merged is not None
 
 
 # Label Studio's state of a backend it can use.

@@ -11,6 +11,8 @@ the pages of ``flow.PAGE_SEQUENCE``:
     GET  /s/<name>/done              completion code and redirect to Prolific, or no slots
     GET  /static/…                   the editor's files and licences, the page script and style
     GET  /health                     for a load balancer
+    /researcher/<name>…              the researcher's dashboard, behind its own token
+                                     (``dashboard``; absent without one)
 
 Every page of the sequence is served the same way (``page.Page``): ``GET /s/<name>/<page>``,
 and its submit, a form ``POST`` to the same address or a script's JSON ``POST`` to its own.
@@ -24,7 +26,8 @@ submissions go to the gateway, which saves them with the owner's key.
 
 No request waits on Label Studio: the shown data is copied into the gateway's database at
 start (``gateway.prepare_gateway``), and ratings (and, with a participant's first one, their
-user) are written behind by ``LabelStudioWriter``. Endpoints are ``async`` and hand the
+user) are written behind by ``LabelStudioWriter``; the running agreement is computed in a
+thread of its own (``live.LiveFigures``). Endpoints are ``async`` and hand the
 blocking work (the database, a page's methods) to Starlette's thread pool.
 """
 
@@ -51,8 +54,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from . import arrival
+from .dashboard import Dashboard, dashboard_routes
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
+from .live import LiveFigures
 from .page import Form, NotAccepted, Page, Script, Turn, check_sequence, current_page
 from .security import (
     CSRF_FIELD,
@@ -114,10 +119,12 @@ async def _answers(request: Request, submit: Form | Script) -> BaseModel:
 
 
 def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: bool,
-               pages: tuple[Page, ...] = PAGE_SEQUENCE) -> SecurityHeaders:
+               pages: tuple[Page, ...] = PAGE_SEQUENCE,
+               dashboard_token: str | None = None) -> SecurityHeaders:
     """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
-    cookie Secure. The security headers wrap the Starlette app itself: its error pages (500s
-    included) are made inside Starlette, so they carry them too."""
+    cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too. The
+    security headers wrap the Starlette app itself: its error pages (500s included) are made
+    inside Starlette, so they carry them too."""
     check_sequence(pages)
     study = gateway.study
     engine = gateway.engine
@@ -125,6 +132,8 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
     base = f"/s/{study.name}"
     script_paths = tuple(f"/{page.submit.path}" for page in pages
                          if isinstance(page.submit, Script))
+    dashboard = Dashboard(engine, study) if dashboard_token else None
+    live = LiveFigures(engine, study, also=dashboard.refresh if dashboard else None)
 
     def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         return templates.TemplateResponse(
@@ -236,16 +245,20 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         writing = asyncio.create_task(gateway.writer.run())
+        figuring = asyncio.create_task(live.run())
         try:
             yield
         finally:
             writing.cancel()
+            figuring.cancel()
 
     return SecurityHeaders(Starlette(
         routes=[
             Route("/health", health),
             Route("/s/{study}", arrive),
             *(route for page in pages for route in page_routes(page)),
+            *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only)
+              if dashboard and dashboard_token else []),
             Mount("/static/editor", StaticFiles(directory=editor_dir)),
             Mount("/static", StaticFiles(packages=[("sotopia_ls.study", "static")])),
         ],

@@ -233,7 +233,9 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
     Needs the session key in the environment variable the study file names
     (SOTOPIA_LS_STUDY_SECRET by default), Label Studio's address and key, and the editor
     files (`sotopia-ls study fetch-editor`). Several gateways may share one PostgreSQL
-    database behind a load balancer.
+    database behind a load balancer. With a token in SOTOPIA_LS_DASHBOARD_TOKEN (or the
+    variable the study file names), it also serves the researcher's dashboard at
+    /researcher/NAME.
 
     Example:
 
@@ -250,6 +252,7 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
         click.echo(f"study {study.name}: database {redacted(database or study.database)}")
         click.echo("participants' link: "
                    + serve.participant_link(study, f"http://{host}:{port}"))
+        click.echo(serve.dashboard_notice(study, f"http://{host}:{port}"))
         serve.serve_study(study, client, database=database, host=host, port=port, public=public)
 
 
@@ -289,9 +292,11 @@ def sync_command(study_path: Path, database: str | None, url: str | None,
 @_study_option
 @_database_option
 def status_command(study_path: Path, database: str | None) -> None:
-    """Print a study's progress: episodes done, in progress and open, leases, participants.
+    """Print a study's progress: episodes done, in progress and open, leases, participants,
+    and per dimension the running agreement (α and Gwet's AC2 with 95% intervals).
 
-    Reads the gateway's database only; Label Studio is not asked. Ratings Label Studio
+    Reads the gateway's database only; Label Studio is not asked. The agreement is the last
+    one a running gateway computed, else computed once now. Ratings Label Studio
     refused are listed each with its reason and the `study retry` command that sends it again.
 
     Example:
@@ -301,12 +306,14 @@ def status_command(study_path: Path, database: str | None) -> None:
     _, status, store = _web_stack()
     with failures_as_messages():
         study = read_study(study_path)
-        figures = status.study_status(store.open_store(database or study.database), study)
+        engine = store.open_store(database or study.database)
+        figures = status.study_status(engine, study)
+        agreement = status.running_agreement(engine, study)
     # A database from the environment reaches the suggested commands the same way.
     given = click.get_current_context().get_parameter_source("database")
     options = status.study_options(
         study_path, database if given is ParameterSource.COMMANDLINE else None)
-    for line in figures.lines(study, options):
+    for line in [*figures.lines(study, options), *agreement]:
         click.echo(line)
 
 

@@ -16,6 +16,7 @@ from ..errors import LabelStudioError, StudyError
 from ..labelstudio.client import Client, find_project, project_task_data
 from . import leases
 from .gold import gold_references
+from .live import keep_episode_ids
 from .saving import LabelStudioWriter, to_names
 from .settings import StudyFile
 from .shown import ShownFields
@@ -46,16 +47,17 @@ def project_config(study: StudyFile, client: Client) -> str:
 def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
                      config: str) -> leases.Added:
     """Copy the shown part of every task the gateway's database does not hold yet, each with
-    its k slots, and, in a study that uses gold, the gold episodes' references (read again
-    each time: ``gold.gold_references``); a qualification round gives no task slots, as it
-    serves gold only. Running gateways offer them at once: assignment reads the slots and the
-    gold from the database."""
+    its k slots and its episode id (for the running agreement), and, in a study that uses
+    gold, the gold episodes' references (read again each time: ``gold.gold_references``); a
+    qualification round gives no task slots, as it serves gold only. Running gateways offer
+    them at once: assignment reads the slots and the gold from the database."""
     fields = ShownFields.of(config)
     data = project_task_data(client, study.project)
     if not data:
         raise LabelStudioError("the project has no tasks: import episodes first",
                                project=study.project)
     references = gold_references(study, client, data) if study.uses_gold else None
+    keep_episode_ids(engine, study.name, data)
     return leases.add_episodes(engine, study.name,
                                {task: fields.shown(d) for task, d in data.items()},
                                study.raters_per_episode, references,

@@ -68,6 +68,15 @@ def sync_episodes(study: StudyFile, client: Client, *,
     return add_new_episodes(study, client, engine, project_config(study, client))
 
 
+def dashboard_notice(study: StudyFile, address: str) -> str:
+    """One line: where the researcher's dashboard is, or how to turn it on."""
+    if study.dashboard_token() is None:
+        return (f"researcher dashboard: off (set {study.dashboard_token_env} to a random token "
+                "to serve it)")
+    return (f"researcher dashboard: {address.rstrip('/')}/researcher/{study.name} (sign in at "
+            f"/researcher/{study.name}/sign-in with the token in {study.dashboard_token_env})")
+
+
 def _log_config() -> dict:
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     config["loggers"]["sotopia_ls.study"] = {"handlers": ["default"], "level": "INFO",
@@ -85,7 +94,8 @@ def serve_study(study: StudyFile, client: Client, *, database: str | None = None
     editor = check_editor(editor_dir())
     engine = open_store(database or study.database)
     gateway = prepare_gateway(study, client, engine)
-    app = create_app(gateway, secret=secret, editor_dir=editor, https_only=public)
+    app = create_app(gateway, secret=secret, editor_dir=editor, https_only=public,
+                     dashboard_token=study.dashboard_token())
     uvicorn.run(
         app, host=host, port=port, http=GatewayH11Protocol, ws="none", log_config=_log_config(),
         access_log=False, server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,

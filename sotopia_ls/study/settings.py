@@ -32,6 +32,7 @@ from .flags import FlagThresholds
 
 STUDY_FILE = Path("study.json")
 SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"
+DASHBOARD_TOKEN_ENV = "SOTOPIA_LS_DASHBOARD_TOKEN"
 DATABASE_ENV = "SOTOPIA_LS_STUDY_DATABASE"
 # Prolific's page that completes a submission with the code in ``cc``.
 PROLIFIC_COMPLETE = "https://app.prolific.com/submissions/complete"
@@ -71,14 +72,14 @@ def secret_bits(key: str) -> float:
     return period * log2(size)
 
 
-def check_secret(key: str, env: str) -> str:
-    """``key`` when it is at least ``MIN_SECRET_LENGTH`` characters, at least
+def check_secret(key: str, env: str, what: str = "session key") -> str:
+    """``key`` (the ``what``) when it is at least ``MIN_SECRET_LENGTH`` characters, at least
     ``MIN_SECRET_BITS`` bits (``secret_bits``) and at least ``MIN_SECRET_DISTINCT`` distinct
     characters; else one line naming ``env`` and the fix."""
     if (len(key) < MIN_SECRET_LENGTH or secret_bits(key) < MIN_SECRET_BITS
             or len(set(key)) < MIN_SECRET_DISTINCT):
         raise StudyError(
-            f"{env} must hold a random session key: at least {MIN_SECRET_LENGTH} characters "
+            f"{env} must hold a random {what}: at least {MIN_SECRET_LENGTH} characters "
             f"and {MIN_SECRET_BITS} bits (32 random hex digits hold 128), not spaces "
             f"nor a character or a pattern repeated; make one with: "
             f"export {env}=$({MAKE_SECRET})"
@@ -163,6 +164,10 @@ class StudyFile(BaseModel):
         "``pk`` the episode id); none: the project's ground-truth annotations."))
     flags: FlagThresholds = Field(default_factory=FlagThresholds,
                                   description="Thresholds of the quality flags.")
+    dashboard_token_env: str = Field(
+        DASHBOARD_TOKEN_ENV, pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Environment variable holding the researcher dashboard's token (unset: "
+        "no dashboard).")
 
     _addresses = field_validator("completion_url", "no_slots_url")(_web_address)
 
@@ -200,6 +205,15 @@ class StudyFile(BaseModel):
         value = os.environ.get(self.secret_env, "")
         keep_secret(value)
         return check_secret(value, self.secret_env)
+
+    def dashboard_token(self) -> str | None:
+        """The researcher dashboard's token from ``dashboard_token_env``; None when unset (no
+        dashboard), refused like the session key when weak."""
+        value = os.environ.get(self.dashboard_token_env, "")
+        if not value:
+            return None
+        keep_secret(value)
+        return check_secret(value, self.dashboard_token_env, "token")
 
 
 def default_database(name: str) -> str:

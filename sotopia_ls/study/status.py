@@ -11,6 +11,7 @@ from pathlib import Path
 from sqlalchemy import Engine, and_, case, func, select
 
 from .leases import COUNTED, FailedSave, failed_saves
+from .live import agreement_lines, latest_snapshot, live_figures
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
 
@@ -161,3 +162,9 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         shelved=states.get("shelved", 0),
         gold=golden,
     )
+
+def running_agreement(engine: Engine, study: StudyFile) -> list[str]:
+    """The running agreement's lines: the last snapshot a gateway made, else one computed now
+    (not saved: a running gateway keeps the snapshot)."""
+    snapshot = latest_snapshot(engine, study.name) or live_figures(engine, study)
+    return agreement_lines(snapshot)

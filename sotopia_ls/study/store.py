@@ -246,6 +246,17 @@ agreement_snapshots = Table(
     Column("figures", JSON, nullable=False),
 )
 
+# Each task's episode id (task data ``episode_id``), never shown to a participant: the running
+# agreement resamples episodes in the order of their ids, as the report does. A table of its
+# own, so that databases made before it get it too.
+episode_ids = Table(
+    "episode_ids", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("episode_id", Text, nullable=False),
+)
+
+
 def now() -> datetime:
     return datetime.now(timezone.utc)
 

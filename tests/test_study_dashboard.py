@@ -1,0 +1,276 @@
+"""The researcher's live dashboard, against the session's real Label Studio.
+
+A researcher follows a running study on a page of the gateway behind a token of its own: its
+running agreement is the report's on the same ratings, participants never reach it nor see its
+token, it refreshes itself in Chromium as ratings arrive, and computing it never holds up a
+participant's submission.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import Engine
+from starlette.testclient import TestClient
+
+from browser import chromium_page
+from conftest import invoke
+from study_support import (
+    EDITOR,
+    Participant,
+    gateway_env,
+    make_study,
+    prolific_id,
+    study_project,
+    wait_until_saved,
+)
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import RUBRIC
+from sotopia_ls.errors import StudyError
+from sotopia_ls.exporter.report import report_project
+from sotopia_ls.labelstudio.client import Client
+from sotopia_ls.labelstudio.server import LocalServer
+from sotopia_ls.study import live
+from sotopia_ls.study.app import create_app
+from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.study.process import GatewayProcess, gateway
+from sotopia_ls.study.serve import dashboard_notice
+from sotopia_ls.study.settings import DASHBOARD_TOKEN_ENV, StudyFile
+from sotopia_ls.study.store import open_store
+
+pytestmark = pytest.mark.server
+
+# The report's column of each dashboard figure.
+REPORT_COLUMNS = {"alpha": ("agreement", "alpha"), "alpha_low": ("agreement", "alpha_ci_low"),
+                  "alpha_high": ("agreement", "alpha_ci_high"), "ac": ("gwet", "ac2"),
+                  "ac_low": ("gwet", "ac2_ci_low"), "ac_high": ("gwet", "ac2_ci_high")}
+
+
+@dataclass
+class Served:
+    """A study whose gateway is a `study serve` process with the dashboard on."""
+
+    running: GatewayProcess
+    study: StudyFile
+    study_file: Path
+    engine: Engine
+    project: int
+    token: str
+
+    def participant(self) -> Participant:
+        return Participant.of(self.running.url)
+
+    def researcher(self) -> httpx.Client:
+        return httpx.Client(base_url=self.running.url, timeout=60,
+                            headers={"Authorization": f"Bearer {self.token}"})
+
+
+@contextmanager
+def served_study(client: Client, server: LocalServer, tmp: Path, *, episodes: int,
+                 **fields: object) -> Iterator[Served]:
+    project = study_project(client, f"test_dashboard_{prolific_id()[:8]}", episodes=episodes)
+    study = make_study(tmp, project, **fields)
+    study_file = tmp / "study.json"
+    study_file.write_text(study.model_dump_json())
+    token = secrets.token_urlsafe(32)
+    env = gateway_env(server.url, server.credentials.api_key, secrets.token_hex(16))
+    with gateway(study_file, {**env, DASHBOARD_TOKEN_ENV: token}) as running:
+        yield Served(running, study, study_file, open_store(study.database), project, token)
+
+
+def wait_for(found: Callable[[], object], what: str, timeout: float = 90.0) -> object:
+    deadline = time.monotonic() + timeout
+    while not (value := found()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout:.0f} s"
+        time.sleep(0.3)
+    return value
+
+
+def rate_all(participant: Participant, seeds: list[int]) -> list[str]:
+    """Arrive, read the instructions, rate one episode per seed, finish: every page's text."""
+    pages = [participant.arrive().text, participant.read_instructions().text]
+    for seed in seeds:
+        pages.append(participant.open_episode().text)
+        answer = participant.rate(seed)
+        assert answer.status_code == 200
+        pages.append(answer.text)
+    pages.append(participant.http.get(f"/s/{participant.study}/done",
+                                      follow_redirects=True).text)
+    return pages
+
+
+# --- the acceptance, on a served gateway -----------------------------------------------------
+
+
+def test_the_dashboard_shows_the_reports_agreement_and_participants_never_reach_it(
+        ls_client: Client, label_studio: LocalServer, tmp_path: Path):
+    with served_study(ls_client, label_studio, tmp_path, episodes=6) as served:
+        # Six episodes, two raters each, two episodes a participant: six participants.
+        participants = [served.participant() for _ in range(6)]
+        pages = [page for number, someone in enumerate(participants)
+                 for page in rate_all(someone, [3 * number, 3 * number + 1])]
+        wait_until_saved(served.engine, 12)
+        snapshot = wait_for(lambda: (found := live.latest_snapshot(served.engine, "pilot"))
+                            and found.ratings == 12 and found, "snapshot of the twelve ratings")
+
+        with served.researcher() as researcher:
+            shown = researcher.get("/researcher/pilot/figures").json()
+        report = report_project(ls_client, served.project, tmp_path / "report")
+        by_dimension = {name: getattr(report, name).set_index("dimension")
+                        for name in ("agreement", "gwet")}
+
+        assert shown["agreement"]["ratings"] == 12
+        dimensions = {d["key"]: d for d in shown["agreement"]["dimensions"]}
+        assert list(dimensions) == list(RUBRIC.keys)
+        for key, figures in dimensions.items():
+            assert figures == {"key": key, "label": RUBRIC[key].label, **snapshot.figures[key]}
+            for figure, (table, column) in REPORT_COLUMNS.items():
+                expected = by_dimension[table].at[key, column]
+                assert figures[figure] == (None if pd.isna(expected) else expected), \
+                    (key, figure)
+        assert any(d["alpha_low"] is not None for d in dimensions.values())
+        assert shown["progress"]["episodes_done"] == 6
+        assert shown["progress"]["slots_saved"] == 12
+        assert {row["participant"] for row in shown["participants"]} == \
+            {someone.pid for someone in participants}
+
+        # A participant's cookie, no cookie and a wrong token all meet the 404 of an address
+        # that does not exist.
+        nowhere = participants[0].http.get("/researcher/elsewhere")
+        for path in ("/researcher/pilot", "/researcher/pilot/figures"):
+            for answer in (participants[0].http.get(path),
+                           httpx.get(served.running.url + path),
+                           participants[1].http.get(path, headers={
+                               "Authorization": f"Bearer {secrets.token_urlsafe(32)}"})):
+                assert (answer.status_code, answer.text) == (404, nowhere.text)
+
+        status = invoke(main, "study", "status", "--study", str(served.study_file))
+        assert "running agreement on 12 ratings" in status.output
+        for key, figures in dimensions.items():
+            if figures["alpha"] is not None:
+                assert f"{key:<18} α {figures['alpha']:.2f} " in status.output
+
+        served.running.stop()
+        log = served.running.log.read_text()
+    assert served.token not in "".join(pages)
+    assert served.token not in log and served.token not in status.output
+    assert "researcher dashboard: http://127.0.0.1:" in log
+
+
+def test_the_dashboard_page_updates_itself_as_ratings_arrive(
+        ls_client: Client, label_studio: LocalServer, tmp_path: Path):
+    with served_study(ls_client, label_studio, tmp_path, episodes=2,
+                      episodes_per_participant=1) as served, chromium_page() as page:
+        # The first rating: no episode has two raters yet.
+        rate_all(served.participant(), [1])
+        wait_for(lambda: (found := live.latest_snapshot(served.engine, "pilot"))
+                 and found.ratings == 1, "snapshot of the first rating")
+
+        page.goto(f"{served.running.url}/researcher/pilot/sign-in")
+        page.fill("input[name=token]", served.token)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{served.running.url}/researcher/pilot")
+        goal = page.locator('#agreement tr[data-key="goal"]')
+        expect(page.locator("#agreement-note")).to_contain_text("On 1 ratings")
+        expect(goal.locator('[data-figure="pairs"]')).to_have_text("0")
+        expect(goal.locator('[data-figure="alpha"]')).to_have_text("–")
+        page.evaluate("window.notReloaded = true")
+
+        # The second participant gets the same episode (pairs complete first).
+        rate_all(served.participant(), [2])
+
+        expect(page.locator("#agreement-note")).to_contain_text("On 2 ratings", timeout=60_000)
+        expect(goal.locator('[data-figure="pairs"]')).to_have_text("2")
+        expect(page.locator('#progress [data-figure="episodes_done"]')).to_have_text("1")
+        assert page.evaluate("window.notReloaded") is True
+        assert served.token not in page.content()
+
+
+# --- in this process -------------------------------------------------------------------------
+
+
+@dataclass
+class InProcess:
+    study: StudyFile
+    engine: Engine
+    app: object
+
+
+def in_process(client: Client, tmp: Path, token: str | None) -> InProcess:
+    project = study_project(client, f"test_dashboard_{prolific_id()[:8]}", episodes=2)
+    study = make_study(tmp, project, episodes_per_participant=1)
+    engine = open_store(study.database)
+    app = create_app(prepare_gateway(study, client, engine), secret=secrets.token_urlsafe(32),
+                     editor_dir=EDITOR, https_only=False, dashboard_token=token)
+    return InProcess(study, engine, app)
+
+
+def test_a_submission_never_waits_for_the_running_agreement(
+        ls_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The figures are computed in a thread of their own: held there as long as the test
+    likes, they hold up no participant, and are saved once let go."""
+    held, release = threading.Event(), threading.Event()
+    computed = live.live_figures
+
+    def slow_figures(*args: object, **kwargs: object) -> live.Snapshot:
+        held.set()
+        release.wait(120)
+        return computed(*args, **kwargs)
+
+    monkeypatch.setattr(live, "live_figures", slow_figures)
+    monkeypatch.setattr(live, "CHECK_SECONDS", 0.2)
+    setup = in_process(ls_client, tmp_path, token=None)
+    with TestClient(setup.app, base_url="http://127.0.0.1") as http:
+        assert held.wait(30), "the running agreement was never computed"
+        pages: list[list[str]] = []
+        submitted = threading.Thread(target=lambda: pages.append(rate_all(Participant(http), [1])))
+        submitted.start()
+        submitted.join(60)
+        release.set()
+        assert pages, "the submission waited for the running agreement (or failed)"
+        wait_for(lambda: (found := live.latest_snapshot(setup.engine, "pilot"))
+                 and found.ratings == 1, "snapshot of the rating")
+
+
+def test_without_its_token_the_dashboard_is_not_there(ls_client: Client, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(DASHBOARD_TOKEN_ENV, raising=False)
+    setup = in_process(ls_client, tmp_path, token=None)
+    http = TestClient(setup.app, base_url="http://127.0.0.1")
+
+    assert http.get("/researcher/pilot/sign-in").status_code == 404
+    assert dashboard_notice(setup.study, "http://127.0.0.1:8000") == (
+        f"researcher dashboard: off (set {DASHBOARD_TOKEN_ENV} to a random token to serve it)")
+
+    monkeypatch.setenv(DASHBOARD_TOKEN_ENV, "x" * 40)
+    with pytest.raises(StudyError, match=f"^{DASHBOARD_TOKEN_ENV} must hold a random token"):
+        setup.study.dashboard_token()
+
+
+def test_signing_in_with_a_wrong_token_sets_no_cookie(ls_client: Client, tmp_path: Path):
+    token = secrets.token_urlsafe(32)
+    http = TestClient(in_process(ls_client, tmp_path, token).app, base_url="http://127.0.0.1")
+
+    refused = http.post("/researcher/pilot/sign-in", data={"token": token[::-1]},
+                        follow_redirects=False)
+    assert refused.status_code == 403 and not http.cookies
+    assert http.get("/researcher/pilot").status_code == 404
+
+    signed_in = http.post("/researcher/pilot/sign-in", data={"token": token},
+                          follow_redirects=False)
+    assert signed_in.status_code == 303
+    cookie = signed_in.headers["set-cookie"]
+    assert "Path=/researcher/pilot" in cookie and "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie and token not in cookie
+    assert http.get("/researcher/pilot").status_code == 200
+    assert http.get("/researcher/pilot/figures").json()["study"] == "pilot"
