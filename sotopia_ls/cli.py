@@ -15,6 +15,12 @@ from pathlib import Path
 import click
 
 from . import samples
+from .adjudication.disputes import DEFAULT_THRESHOLD
+from .adjudication.screen import (
+    ADJUDICATION_CONFIG_FILE,
+    adjudication_config_is_current,
+    write_adjudication_config,
+)
 from .config import (
     LABELING_CONFIG_FILE,
     instructions_html,
@@ -24,6 +30,7 @@ from .config import (
 from .chat import ChatEndpoint
 from .errors import InvalidInput, header_problem, keep_secret, redacted
 from .evaluate import WRITE_BATCH, evaluate_project
+from .extras import require_extra
 from .folders import replaced_folder, write_file
 from .exporter.commands import export_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
@@ -61,25 +68,35 @@ def main() -> None:
     default=Path(LABELING_CONFIG_FILE), show_default=True,
     help="Where to write the labeling config.",
 )
-@click.option("--check", is_flag=True, help="Do not write; exit 1 if the file is out of date.")
+@click.option("--check", is_flag=True, help="Do not write; exit 1 if a file is out of date.")
 @click.option(
     "--instructions", type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the annotator instructions (HTML) to this file.",
 )
-def config_command(output: Path, check: bool, instructions: Path | None) -> None:
-    """Write the labeling config generated from the dimension rubric.
+@click.option(
+    "--adjudication-output", type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(ADJUDICATION_CONFIG_FILE), show_default=True,
+    help="Where to write the adjudication project's labeling config (`sotopia-ls adjudicate`).",
+)
+def config_command(output: Path, check: bool, instructions: Path | None,
+                   adjudication_output: Path) -> None:
+    """Write the labeling configs generated from the dimension rubric: the raters' and the
+    adjudicators'.
 
     Example:
 
         sotopia-ls config -o labeling_config.xml --instructions instructions.html
     """
     if check:
-        if not labeling_config_is_current(output):
-            raise click.ClickException(f"{output} is out of date: run sotopia-ls config")
-        click.echo(f"{output} is up to date")
+        for path, current in ((output, labeling_config_is_current),
+                              (adjudication_output, adjudication_config_is_current)):
+            if not current(path):
+                raise click.ClickException(f"{path} is out of date: run sotopia-ls config")
+            click.echo(f"{path} is up to date")
         return
     with failures_as_messages():
         click.echo(f"wrote {write_labeling_config(output)}")
+        click.echo(f"wrote {write_adjudication_config(adjudication_output)}")
         if instructions is not None:
             click.echo(f"wrote {write_file(instructions, instructions_html())}")
 
@@ -475,6 +492,48 @@ def evaluate_command(
         raise click.ClickException(
             f"{len(run.failed)} task(s) left without an evaluation by {model} (nothing "
             "stored for them); run the command again to ask for them")
+
+
+@main.command("adjudicate")
+@server_options
+@click.option("--project", required=True, help="Id or exact title of the study project.")
+@click.option("--threshold", type=click.IntRange(min=0), default=DEFAULT_THRESHOLD,
+              show_default=True, help="An episode is disputed when, on any dimension and "
+              "agent, its highest and lowest ratings differ by more than this.")
+@click.option("--into", help="Id or exact title of the adjudication project. Default: "
+              "\"<study title> adjudication\", created with the adjudication screen when there "
+              "is none.")
+@click.option("--exclude-rejected", is_flag=True,
+              help="Leave out the annotations the study review marked reject.")
+def adjudicate_command(url: str | None, api_key: str | None, project: str, threshold: int,
+                       into: str | None, exclude_rejected: bool) -> None:
+    """Send the episodes whose raters disagree to an adjudication project.
+
+    The study project is read as `sotopia-ls export` reads it. Each disputed episode becomes
+    one task of the adjudication project: the episode, each rater's scores and rationales
+    side by side under the pseudonyms rater A, B, C, and for each disputed dimension and
+    agent an adjudicated rating and a note to give. An episode already there is not sent
+    again: run it again as ratings come in. `sotopia-ls export --adjudication-project`
+    writes the adjudicated scores to adjudicated_scores.csv.
+
+    Example:
+
+        sotopia-ls adjudicate --project "Pilot study"
+
+        sotopia-ls adjudicate --project 3 --threshold 3 --into "Pilot adjudication"
+    """
+    require_extra("export")
+    from .adjudication.project import adjudicate
+
+    with failures_as_messages():
+        report = adjudicate(connect(url, api_key), project, threshold=threshold, into=into,
+                            exclude_rejected=exclude_rejected)
+    target = report.project
+    if report.created:
+        click.echo(f"created adjudication project {target.id} {target.title!r}")
+    click.echo(f"{report.rated} rated episode(s), {report.disputed} disputed (ratings more "
+               f"than {threshold} apart); added {len(report.added)} to project {target.id}, "
+               f"{len(report.already_there)} already there")
 
 
 main.add_command(export_command)

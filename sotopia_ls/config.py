@@ -21,6 +21,7 @@ from __future__ import annotations
 import html
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,12 +123,19 @@ _SMALL = "font-weight: normal; font-size: 13px; color: #595959; margin: 0 0 4px"
 
 def labeling_config() -> str:
     """The labeling config XML for rating both agents of an episode on every dimension."""
+    return episode_screen(_evaluation)
+
+
+def episode_screen(evaluation: Callable[[ET.Element], None], css: str = "") -> str:
+    """A labeling config of two columns: the episode as annotators see it, and beside it
+    what ``evaluation`` puts into its column (the rating form; the adjudication form of
+    ``sotopia_ls.adjudication.screen``). ``css`` is added to the stylesheet."""
     root = ET.Element("View", className="sotopia-columns")
-    ET.SubElement(root, "Style").text = _stylesheet()
+    ET.SubElement(root, "Style").text = _stylesheet() + css
     episode = ET.SubElement(root, "View", className="sotopia-episode")
     _context(episode)
     _dialogue(episode)
-    _evaluation(ET.SubElement(root, "View", className="sotopia-evaluation"))
+    evaluation(ET.SubElement(root, "View", className="sotopia-evaluation"))
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"
 
@@ -182,8 +190,8 @@ def _labelled_text(parent: ET.Element, label: str, key: str) -> None:
 
 def _dimension_block(parent: ET.Element, dimension: Dimension) -> None:
     block = ET.SubElement(parent, "View", className="sotopia-dimension")
-    _title(block, _static(_label_and_range(dimension)), size=4)
-    _header(block, _static(dimension.guidance), _BODY)
+    _title(block, static_text(_label_and_range(dimension)), size=4)
+    _header(block, static_text(dimension.guidance), _BODY)
     ratings = ET.SubElement(block, "View", className="sotopia-ratings")
     for agent in AGENTS:
         column = ET.SubElement(
@@ -196,7 +204,7 @@ def _dimension_block(parent: ET.Element, dimension: Dimension) -> None:
     panel = ET.SubElement(
         collapse,
         "Panel",
-        value=_static(f"Annotation examples and worked example for {dimension.label}"),
+        value=static_text(f"Annotation examples and worked example for {dimension.label}"),
     )
     for example in dimension.examples:
         _example(panel, example)
@@ -220,8 +228,13 @@ def _rating(parent: ET.Element, dimension: Dimension, agent: int) -> None:
         requiredMessage=f"Please rate {dimension.label} for agent {agent}.",
     )
     for value in dimension.values:
-        hotkey = f"{_NO_HOTKEY}{rating_name(dimension.key, agent)}={value}"
-        ET.SubElement(choices, "Choice", value=str(value), hotkey=hotkey)
+        ET.SubElement(choices, "Choice", value=str(value),
+                      hotkey=silent_hotkey(rating_name(dimension.key, agent), value))
+
+
+def silent_hotkey(control: str, value: int) -> str:
+    """A choice's hotkey that no key fires, unique to the control and value (``_NO_HOTKEY``)."""
+    return f"{_NO_HOTKEY}{control}={value}"
 
 
 def _rationale(parent: ET.Element, dimension: Dimension, agent: int) -> None:
@@ -243,8 +256,8 @@ def _rationale(parent: ET.Element, dimension: Dimension, agent: int) -> None:
 def _example(parent: ET.Element, example: Example) -> None:
     box = ET.SubElement(parent, "View", className="sotopia-example")
     _header(box, f"{example.verdict.capitalize()} annotation, rated {example.rating}", _LABEL)
-    _header(box, _static(f"Rationale: \u201c{example.rationale}\u201d"), _QUOTE)
-    _header(box, _static(example.assessment), _SMALL)
+    _header(box, static_text(f"Rationale: \u201c{example.rationale}\u201d"), _QUOTE)
+    _header(box, static_text(example.assessment), _SMALL)
 
 
 def _worked_example(parent: ET.Element, dimension: Dimension) -> None:
@@ -253,8 +266,8 @@ def _worked_example(parent: ET.Element, dimension: Dimension) -> None:
             if rating.dimension != dimension.key:
                 continue
             box = ET.SubElement(parent, "View", className="sotopia-example")
-            _header(box, _static(f"Worked example: {agent.name}, rated {rating.score}"), _LABEL)
-            _header(box, _static(rating.reasoning), _QUOTE)
+            _header(box, static_text(f"Worked example: {agent.name}, rated {rating.score}"), _LABEL)
+            _header(box, static_text(rating.reasoning), _QUOTE)
 
 
 def _label_and_range(dimension: Dimension) -> str:
@@ -269,7 +282,7 @@ def _header(parent: ET.Element, text: str, style: str, *, size: int = 5) -> None
     ET.SubElement(parent, "Header", value=text, size=str(size), style=style)
 
 
-def _static(text: str) -> str:
+def static_text(text: str) -> str:
     """Rubric text as shown; refused if Label Studio would read part of it as a variable."""
     if _VARIABLE.search(text):
         raise ValueError(f"rubric text would be read as a task variable by Label Studio: {text!r}")

@@ -15,6 +15,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from ..adjudication.reading import ADJUDICATED_FILE, ADJUDICATION_ERRORS_FILE
 from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
@@ -155,11 +156,17 @@ def _echo_tally(result: ExportResult) -> None:
     help="With --study: the gateway's database URL, instead of the study files' (a password "
     "belongs here, or in PGPASSWORD or ~/.pgpass, never in the file).",
 )
+@click.option(
+    "--adjudication-project", "adjudication",
+    help="Id or exact title of the adjudication project (`sotopia-ls adjudicate`): its "
+    "adjudicated ratings go into adjudicated_scores.csv (refused ones into "
+    "adjudication_errors.jsonl); the raw scores are written as without it.",
+)
 def export_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
     with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
     output: Path, workers: int, model_names: tuple[str, ...], overlap: int | None,
-    studies: tuple[Path, ...], database: str | None,
+    studies: tuple[Path, ...], database: str | None, adjudication: str | None,
 ) -> None:
     """Validate every annotation and write the scores in Sotopia's formats.
 
@@ -169,8 +176,10 @@ def export_command(
     reason), audit.jsonl, summary.json, protocol.json and protocol.md (what a methods section
     needs: raters per episode, minutes per episode, review decisions, exclusions; with
     --study, the study's design and gateway records too), and the private
-    annotator_identities.csv. Cancelled annotations and drafts are counted, not exported. The
-    output folder is replaced as a whole, or left as it was if anything fails.
+    annotator_identities.csv. Cancelled annotations and drafts are counted, not exported. With
+    --adjudication-project, also adjudicated_scores.csv (episode, agent, dimension, adjudicated
+    score, note and the raw scores it settled). The output folder is replaced as a whole, or
+    left as it was if anything fails.
 
     Example:
 
@@ -183,11 +192,16 @@ def export_command(
         sotopia-ls export --project 3 --exclude-rejected -o results/
 
         sotopia-ls export --project 3 --study study.json -o results/
+
+        sotopia-ls export --project 3 --adjudication-project 4 -o results/
     """
     require_extra("export")
     _check_source(project, from_file, with_predictions)
     if overlap is not None and from_file is None:
         raise click.UsageError("--overlap is for --from-file; a live project's is read from it")
+    if adjudication is not None and project is None:
+        raise click.UsageError("--adjudication-project goes with --project: both are read "
+                               "from Label Studio")
     given = click.get_current_context().get_parameter_source("database")
     if given is ParameterSource.COMMANDLINE and not studies:
         raise click.UsageError("--database is for --study: it reads the study's gateway database")
@@ -206,12 +220,25 @@ def export_command(
                 connect(url, api_key), project, output, model_names=names,
                 with_predictions=with_predictions, keep_identities=keep_identities,
                 raw_csv=raw_csv, exclude_rejected=exclude_rejected, studies=records,
-                reading=Reading(workers), progress=True,
+                adjudication=adjudication, reading=Reading(workers), progress=True,
             )
     _echo_tally(result)
+    _echo_adjudicated(result)
     excluded = (f"; {result.tally.excluded} marked reject in review excluded"
                 if exclude_rejected else "")
     click.echo(f"wrote {output}/ ({result.tally.exported} annotation(s){excluded})")
+
+
+def _echo_adjudicated(result: ExportResult) -> None:
+    if result.adjudicated is None:
+        return
+    click.echo(f"{len(result.adjudicated.scores)} adjudicated rating(s) "
+               f"({ADJUDICATED_FILE}), {len(result.adjudicated.problems)} refused")
+    for problem in result.adjudicated.problems[:_SHOWN_ERRORS]:
+        click.echo(f"  refused adjudication: {problem}", err=True)
+    if len(result.adjudicated.problems) > _SHOWN_ERRORS:
+        click.echo(f"  … {len(result.adjudicated.problems) - _SHOWN_ERRORS} more in "
+                   f"{ADJUDICATION_ERRORS_FILE}", err=True)
 
 
 def _study_records(studies: tuple[Path, ...], database: str | None) -> list[dict[str, Any]]:
@@ -242,11 +269,17 @@ def _study_records(studies: tuple[Path, ...], database: str | None) -> list[dict
 )
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Seed of the bootstrap; the same seed and data give the same intervals.")
+@click.option(
+    "--scores", type=click.Choice(["raw", "adjudicated"]), default="raw", show_default=True,
+    help="raw: each rater's own scores. adjudicated (with --from-export): where the export's "
+    "adjudicated_scores.csv settles a disagreement, its score replaces the raters'. The report "
+    "says which it used.",
+)
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
     with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
     output: Path, workers: int, from_export: Path | None, reference: Path | None,
-    bootstrap: int, seed: int,
+    bootstrap: int, seed: int, scores: str,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
@@ -266,6 +299,8 @@ def report_command(
         sotopia-ls report --project "Pilot study" -o report/
 
         sotopia-ls report --from-file export.json --reference gold/scores_long.csv -o report/
+
+        sotopia-ls report --from-export results/ --scores adjudicated -o report/
     """
     require_extra("export")
     from .report import report_export, report_file, report_project
@@ -277,10 +312,14 @@ def report_command(
     if from_export is not None and exclude_rejected:
         raise click.UsageError("--exclude-rejected does nothing with --from-export: the report "
                                "reads what the export kept (export with --exclude-rejected)")
+    if scores != "raw" and from_export is None:
+        raise click.UsageError("--scores adjudicated reads the adjudicated_scores.csv of an "
+                               "export folder: export with --adjudication-project, then give "
+                               "--from-export")
     settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv}
     with failures_as_messages():
         if from_export is not None:
-            report = report_export(from_export, output, **settings)
+            report = report_export(from_export, output, scores=scores, **settings)
         elif from_file is not None:
             report = report_file(from_file, output, identities=_identities(url, api_key),
                                  keep_identities=keep_identities,
@@ -293,5 +332,6 @@ def report_command(
                                     exclude_rejected=exclude_rejected, reading=Reading(workers),
                                     progress=True, **settings)
     click.echo(report.inputs.tally.reconciliation())
+    click.echo(report.inputs.scores)
     click.echo(f"wrote {output / 'report.html'}")
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..adjudication.reading import Adjudicated, adjudicated_scores
 from ..errors import InvalidInput
 from ..folders import replaced_folder
 from ..labelstudio.client import Client, annotator_emails, find_project, project_predictions
@@ -46,7 +47,7 @@ from .protocol import export_protocol, write_protocol
 from .source import file_reads
 from .tables import frame, scores_long
 from .validate import Settings
-from .write import OUTPUT_FILES, Outputs
+from .write import OUTPUT_FILES, Outputs, write_adjudicated
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,6 +63,8 @@ class ExportResult:
 
     collection: Collection
     protocol: dict[str, Any]
+    # The adjudication project's ratings, read when an export is given one.
+    adjudicated: Adjudicated | None = None
 
     @property
     def tally(self) -> Tally:
@@ -216,6 +219,7 @@ def export_project(
     raw_csv: bool = False,
     exclude_rejected: bool = False,
     studies: Sequence[Mapping[str, Any]] = (),
+    adjudication: str | int | None = None,
     reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
@@ -229,10 +233,14 @@ def export_project(
     carries the study review's decision from its task's meta (``review_decision``);
     ``exclude_rejected`` leaves out those marked reject, counted in ``tally.excluded``.
     ``studies`` are the study side's protocol records (``sotopia_ls.study.protocol``), merged
-    into ``protocol.json``. ``reading`` sets the worker processes and chunk size; ``progress``
+    into ``protocol.json``. ``adjudication`` (an adjudication project's id or title,
+    ``sotopia_ls.adjudication``) adds its adjudicated ratings in their own files
+    (``adjudicated_scores.csv``, ``adjudication_errors.jsonl``); the raw scores are the same
+    with or without it. ``reading`` sets the worker processes and chunk size; ``progress``
     shows a bar.
     """
     target = find_project(client, project)
+    adjudicated = adjudicated_scores(client, adjudication) if adjudication is not None else None
     settings = Settings(
         f"project {target.id}", annotator_emails(client), keep_identities,
         overlap=target.maximum_annotations,
@@ -245,8 +253,12 @@ def export_project(
             for read in project_reads(client, target.id):
                 out.write(read)
                 bar.update(len(read))
-        return _export(path, settings, staging, Encoding(dict(model_names or {}), raw_csv),
-                       reading, progress, studies)
+        result = _export(path, settings, staging, Encoding(dict(model_names or {}), raw_csv),
+                         reading, progress, studies)
+        if adjudicated is not None and staging is not None:
+            write_adjudicated(adjudicated, staging, raw_csv)
+        result.adjudicated = adjudicated
+        return result
 
 
 def export_file(

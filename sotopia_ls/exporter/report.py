@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..adjudication.reading import ADJUDICATED_FILE, adjudicated_problems, with_adjudicated
 from ..errors import InvalidInput, Problem
 from ..folders import replaced_folder
 from ..labelstudio.client import Client
@@ -31,10 +32,12 @@ from .accounting import Finding, Tally
 from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
 from .cells import neutralized_frame
 from .export import DEFAULT_READING, ExportResult, Reading, export_file, export_project
-from .page import document
+from .page import counted, document
 from .sections import SECTIONS, Inputs, Section, check_needs, needed_by
 
 AUDIT_COLUMNS = [field.name for field in fields(Finding)]
+# What a report's scores may be: the raters' own, or adjudicated where adjudicated.
+SCORE_CHOICES = ("raw", "adjudicated")
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ def build_report(
     seed: int = DEFAULT_SEED,
     audit: pd.DataFrame | None = None,
     sections: tuple[Section, ...] = SECTIONS,
+    adjudicated: pd.DataFrame | None = None,
 ) -> Report:
     """Every section of ``sections`` computed, in order, from ``scores_long`` and the stored
     model scores.
@@ -97,7 +101,16 @@ def build_report(
     Ground-truth rows of ``long`` are the reference ratings (with ``reference``, if given, added
     to them); the other rows are the crowd whose agreement is measured. Intervals come from
     ``bootstrap`` resamples of the episodes drawn from ``seed`` (0 resamples: no intervals).
+    With ``adjudicated`` (``adjudicated_scores.csv``), each adjudicated rating replaces the
+    raters' scores it settled, and the page says so.
     """
+    scores = Inputs.scores
+    if adjudicated is not None:
+        long = with_adjudicated(long, adjudicated)
+        scores = (f"Scores: adjudicated. {counted(len(adjudicated), 'adjudicated rating')} "
+                  f"({ADJUDICATED_FILE}) replace the raters' scores of that episode, agent and "
+                  "dimension, so agreement counts each settled disagreement as none; the other "
+                  "scores are the raters' own.")
     is_reference = long["ground_truth"].astype(bool)
     references = [frame for frame in (long[is_reference], reference) if frame is not None]
     inputs = Inputs(
@@ -107,6 +120,7 @@ def build_report(
         tally=tally,
         audit=audit if audit is not None else pd.DataFrame(columns=AUDIT_COLUMNS),
         bootstrap=Bootstrap(resamples=bootstrap, seed=seed),
+        scores=scores,
     )
     check_needs(sections)
     results: dict[str, Any] = {}
@@ -139,11 +153,12 @@ def read_reference(path: Path) -> pd.DataFrame:
 
 def _build_and_write(long: pd.DataFrame, model_scores: pd.DataFrame, tally: Tally,
                      audit: pd.DataFrame, out_dir: Path, reference: Path | None,
-                     bootstrap: int, seed: int, raw_csv: bool) -> Report:
+                     bootstrap: int, seed: int, raw_csv: bool,
+                     adjudicated: pd.DataFrame | None = None) -> Report:
     report = build_report(
         long, model_scores, tally,
         read_reference(reference) if reference is not None else None,
-        bootstrap=bootstrap, seed=seed, audit=audit,
+        bootstrap=bootstrap, seed=seed, audit=audit, adjudicated=adjudicated,
     )
     report.write(out_dir, raw_csv=raw_csv)
     return report
@@ -187,9 +202,13 @@ def report_file(
 def report_export(
     folder: Path, out_dir: Path, *, reference: Path | None = None,
     bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, raw_csv: bool = False,
+    scores: str = "raw",
 ) -> Report:
     """The report of an export folder ``sotopia-ls export`` wrote: nothing is read again from
-    Label Studio. Annotators keep the names that export gave them."""
+    Label Studio. Annotators keep the names that export gave them. ``scores`` is ``raw``
+    (the raters' own) or ``adjudicated`` (with the folder's ``adjudicated_scores.csv``)."""
+    if scores not in SCORE_CHOICES:
+        raise ValueError(f"scores must be one of {', '.join(SCORE_CHOICES)}, got {scores!r}")
     def read(name: str, reader: Callable[[Path], Any]) -> Any:
         path = folder / name
         if not path.is_file():
@@ -214,4 +233,16 @@ def report_export(
         read("model_scores.csv", lambda path: pd.read_csv(
             path, dtype={"episode_id": str, "evaluator": str})),
         counts, audit, out_dir, reference, bootstrap, seed, raw_csv,
+        read(ADJUDICATED_FILE, _adjudicated) if scores == "adjudicated" else None,
     )
+
+
+def _adjudicated(path: Path) -> pd.DataFrame:
+    """``adjudicated_scores.csv`` as written, its scores checked again: the file may have
+    been edited since."""
+    table = pd.read_csv(path, dtype={"episode_id": str}, keep_default_na=False)
+    problems = [Problem(str(path), f"row {number}", reason, "adjudicated_score")
+                for number, reason in adjudicated_problems(table)]
+    if problems:
+        raise InvalidInput(problems)
+    return table

@@ -52,6 +52,8 @@ class Inputs:
     tally: Tally
     audit: pd.DataFrame  # every audit finding of the export (``Finding`` as rows)
     bootstrap: Bootstrap
+    # Which scores ``long`` holds, as the page says it: the raters' own, or adjudicated.
+    scores: str = "Scores: raw (each rater's own ratings)."
 
 
 Results = Mapping[str, Any]
@@ -144,6 +146,7 @@ def _annotations(tally: Tally, needed: Results, report: Report, _: str) -> str:
         note(f"{tally.tasks} tasks; {tally.duplicates} duplicate annotations (same annotator, "
              f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
              f"{tally.ground_truth} ground-truth annotations used as reference."),
+        note(report.inputs.scores),
     )
 
 

@@ -14,6 +14,8 @@
                           study review's decisions
     protocol.json/.md     what a methods section needs (``protocol``), written by ``export``
     annotator_identities.csv   pseudonym → identity (email): private (mode 0600), not to share
+    adjudicated_scores.csv, adjudication_errors.jsonl   with an adjudication project: its
+                          adjudicated ratings and refused adjudications (``adjudication``)
 
 The first six grow a chunk at a time (``Outputs.add``); the rest are written once every
 chunk is in (``Outputs.finish``), when an episode found in several tasks also has the first
@@ -30,6 +32,9 @@ from typing import IO
 
 import pandas as pd
 
+from ..adjudication.reading import (
+    ADJUDICATED_FILE, ADJUDICATION_ERRORS_FILE, ADJUDICATION_FILES, Adjudicated,
+)
 from .collection import Collection
 from .encode import CHUNK_FILES, Encoded, csv_header, csv_rows, jsonl
 from .protocol import PROTOCOL_FILES
@@ -50,6 +55,7 @@ OUTPUT_FILES: tuple[str, ...] = (
     "summary.json",
     *PROTOCOL_FILES,
     "annotator_identities.csv",
+    *ADJUDICATION_FILES,
 )
 _HEADERS = {"scores_long.csv": csv_header(LONG_COLUMNS),
             "scores_wide.csv": csv_header(WIDE_COLUMNS)}
@@ -113,3 +119,10 @@ def write_identities(identities: dict[str, str], path: Path, raw: bool = False) 
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.close(descriptor)
     write_csv(frame, path, raw)
+
+
+def write_adjudicated(adjudicated: Adjudicated, folder: Path, raw: bool = False) -> None:
+    """The adjudicated ratings and the refused adjudications, beside the raw scores."""
+    write_csv(adjudicated.scores, folder / ADJUDICATED_FILE, raw)
+    (folder / ADJUDICATION_ERRORS_FILE).write_bytes(
+        jsonl(problem.__dict__ for problem in adjudicated.problems))

@@ -144,8 +144,10 @@ def find_project(client: Client, ref: str | int) -> Project:
     return Project.of(matches[0])
 
 
-def create_project(client: Client, title: str, *, annotations_per_task: int = 2) -> Project:
-    """A new project with the generated labeling config and the rating instructions.
+def create_project(client: Client, title: str, *, annotations_per_task: int = 2,
+                   screen: tuple[str, str] | None = None) -> Project:
+    """A new project with the generated labeling config and the rating instructions, or
+    with ``screen``'s (labeling config, instructions HTML): the adjudication project's.
 
     No Skip button: every episode of the study is meant to be rated, and a skipped task
     goes back to the queue of other annotators, so the design's two raters per episode
@@ -153,12 +155,13 @@ def create_project(client: Client, title: str, *, annotations_per_task: int = 2)
     """
     if len(title) < 3:
         raise LabelStudioError(f"project title {title!r} is too short (3 characters at least)")
-    config = check_labeling_config(labeling_config())
+    config, instructions = screen or (check_labeling_config(labeling_config()),
+                                      instructions_html())
     with sdk_errors(f"creating project {title!r}"):
         return Project.of(client.projects.create(
             title=title,
             label_config=config,
-            expert_instruction=instructions_html(),
+            expert_instruction=instructions,
             show_instruction=True,
             show_skip_button=False,
             maximum_annotations=annotations_per_task,

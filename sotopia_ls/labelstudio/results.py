@@ -193,7 +193,7 @@ def shown(value: Any) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-def _rationale(value: Value | None) -> tuple[str | None, str]:
+def rationale_text(value: Value | None) -> tuple[str | None, str]:
     """The rationale's text as kept (``sotopia_ls.text.usable``), or why there is none."""
     text = UNSET if value is None else value.text
     if isinstance(text, str):
@@ -206,7 +206,7 @@ def _rationale(value: Value | None) -> tuple[str | None, str]:
     return kept, ""
 
 
-def _score(value: Value | None, dimension: Dimension,
+def rating_score(value: Value | None, dimension: Dimension,
            choices: Mapping[str, int]) -> tuple[int | None, str]:
     """The rating's score inside ``dimension``'s range, or why there is none. The usual single
     choice is looked up in ``choices`` (the range as the config writes it); anything else
@@ -270,7 +270,7 @@ def read_results(results: list[Result]) -> tuple[dict[str, Any], list[Problem]]:
     for rating, rationale, dimension, choices in _CONTROLS:
         values = by_name.get(rating, ())
         if len(values) == 1:
-            score, reason = _score(values[0], dimension, choices)
+            score, reason = rating_score(values[0], dimension, choices)
             if score is not None:
                 fields[rating] = score
         else:
@@ -279,7 +279,7 @@ def read_results(results: list[Result]) -> tuple[dict[str, Any], list[Problem]]:
             problems.append((rating, reason))
         values = by_name.get(rationale, ())
         if len(values) == 1:
-            text, reason = _rationale(values[0])
+            text, reason = rationale_text(values[0])
             if text is not None:
                 fields[rationale] = text
         else:

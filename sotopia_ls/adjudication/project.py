@@ -1,0 +1,122 @@
+"""``adjudicate``: the study project's disputed episodes into an adjudication project.
+
+The study project is read as the exporter reads it (``export_project``: every annotation
+validated, ``scores_long``), so an annotation the export refuses is not adjudicated either.
+The adjudication project is found by its title, or created with the adjudication screen
+(``screen``); each disputed episode becomes one task there, holding the study task's data
+(the episode), the screen's blocks and, in its meta, the disputes (``disputes.Disputes``).
+An episode already in the project is not sent again, so a rerun adds only episodes disputed
+since; the project never gets a second task for an episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import controls, instructions_html
+from ..dimensions import AGENTS, DIMENSION_KEYS
+from ..errors import LabelStudioError, ProjectNotFound
+from ..exporter.export import export_project
+from ..labelstudio.client import (
+    Client,
+    Project,
+    create_project,
+    episode_tasks,
+    find_project,
+    import_batch,
+    project_task_data,
+)
+from ..labelstudio.push import DEFAULT_BATCH_SIZE
+from .disputes import DEFAULT_THRESHOLD, DISPUTES_KEY, EpisodeRatings, disputes_of, episode_ratings
+from .screen import adjudication_config, note_name, rating_name, screen_data
+
+_INTRO = ("<h2>Adjudicating disagreements</h2><p>Each task is an episode whose raters "
+          "disagreed by more than the threshold on at least one dimension. Their scores and "
+          "rationales are shown side by side under pseudonyms (rater A, B, C). For every "
+          "disputed dimension, give the rating the episode deserves under the rubric below and "
+          "a note on why; agreed dimensions ask for nothing.</p>\n")
+
+
+def adjudication_instructions() -> str:
+    """The adjudication project's instructions: what is asked, then the raters' rubric."""
+    return _INTRO + instructions_html()
+
+
+@dataclass
+class AdjudicationReport:
+    """What ``adjudicate`` did: the adjudication ``project`` (``created`` by this run), how
+    many episodes were ``rated`` and ``disputed``, the episodes ``added`` to the project and
+    those ``already_there``."""
+
+    project: Project
+    created: bool
+    rated: int
+    disputed: int
+    added: list[str] = field(default_factory=list)
+    already_there: list[str] = field(default_factory=list)
+
+
+def default_title(study: Project) -> str:
+    return f"{study.title} adjudication"
+
+
+def adjudicate(
+    client: Client, project: str | int, *, threshold: int = DEFAULT_THRESHOLD,
+    into: str | int | None = None, exclude_rejected: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> AdjudicationReport:
+    """Send every episode of the study ``project`` whose ratings differ by more than
+    ``threshold`` on any dimension and agent to the adjudication project ``into`` (id or
+    title; default ``"<study title> adjudication"``, created when there is none).
+    ``exclude_rejected`` leaves out annotations the study review marked reject."""
+    if threshold < 0:
+        raise ValueError(f"threshold must be 0 or more, got {threshold}")
+    study = find_project(client, project)
+    long = export_project(client, study.id, exclude_rejected=exclude_rejected).scores_long
+    episodes = episode_ratings(long)
+    disputed = [episode for episode in episodes if episode.disputed(threshold)]
+    target, created = _adjudication_project(client, into or default_title(study))
+    present = episode_tasks(client, target.id)
+    report = AdjudicationReport(target, created, len(episodes), len(disputed))
+    report.already_there = [e.episode_id for e in disputed if e.episode_id in present]
+    todo = [e for e in disputed if e.episode_id not in present]
+    if todo:
+        data = project_task_data(client, study.id)
+        payloads = [_task(episode, data[episode.task_id], study.id, threshold)
+                    for episode in todo]
+        for start in range(0, len(payloads), batch_size):
+            import_batch(client, target.id, payloads[start : start + batch_size])
+            report.added += [e.episode_id for e in todo[start : start + batch_size]]
+    return report
+
+
+def _task(episode: EpisodeRatings, study_data: dict[str, Any], study_project: int,
+          threshold: int) -> dict[str, Any]:
+    return {
+        "data": {**study_data, **screen_data(episode, threshold)},
+        "meta": {DISPUTES_KEY: disputes_of(episode, study_project, threshold)
+                 .model_dump(mode="json")},
+    }
+
+
+def _adjudication_project(client: Client, ref: str | int) -> tuple[Project, bool]:
+    """The adjudication project ``ref``, created (when ``ref`` is a title) if missing; a
+    project without the adjudication screen's controls (the study project itself, say) is
+    refused."""
+    try:
+        target = find_project(client, ref)
+    except ProjectNotFound:
+        if str(ref).isdigit():
+            raise
+        return create_project(client, str(ref), annotations_per_task=1,
+                              screen=(adjudication_config(), adjudication_instructions())), True
+    names = controls(target.label_config)
+    missing = [name for agent in AGENTS for key in DIMENSION_KEYS
+               for name in (rating_name(key, agent), note_name(key, agent)) if name not in names]
+    if missing:
+        raise LabelStudioError(
+            f"project {target.title!r} is not an adjudication project (its labeling config "
+            f"has no {missing[0]}); give --into a new title and it is created",
+            project=target.id)
+    return target, False

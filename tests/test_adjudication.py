@@ -1,0 +1,286 @@
+"""Adjudication: episodes whose raters disagree go to an adjudicator in Label Studio, whose
+ratings come back in a file of their own.
+
+The story (issue 22's acceptance): an episode rated 2 and 8 on goal lands in the adjudication
+project with both rationales visible, under pseudonyms only; the adjudicated score appears in
+adjudicated_scores.csv; the raw scores are unchanged. An episode whose raters agree is not
+sent, and a rerun sends nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from sotopia_ls.adjudication.disputes import EpisodeRatings, episode_ratings, is_disputed
+from sotopia_ls.adjudication.screen import (
+    ADJUDICATION_CONFIG_FILE,
+    adjudication_config,
+    adjudication_config_is_current,
+    block_class,
+    note_name,
+    options_field,
+    rating_name,
+    ratings_field,
+    raters_table,
+    verdict_field,
+)
+from sotopia_ls.cli import main
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
+from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio.client import episode_tasks, task_records
+from sotopia_ls.labelstudio.interface import sdk_config
+from sotopia_ls.labelstudio.push import import_episodes
+
+from conftest import results_of
+
+REPO = Path(__file__).resolve().parents[1]
+GOAL = "goal"
+
+
+# --- the screen, offline --------------------------------------------------------------------
+
+
+def test_the_repository_holds_the_adjudication_config_the_rubric_generates(monkeypatch):
+    assert adjudication_config_is_current(REPO / ADJUDICATION_CONFIG_FILE), (
+        f"{REPO / ADJUDICATION_CONFIG_FILE} is stale: regenerate it with `sotopia-ls config` "
+        "in the repository's folder")
+    monkeypatch.chdir(REPO)
+    checked = CliRunner().invoke(main, ["config", "--check"])
+    assert checked.exit_code == 0, checked.output
+    assert "adjudication_config.xml is up to date" in checked.output
+    tracked = subprocess.run(["git", "ls-files", f"*{ADJUDICATION_CONFIG_FILE}"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked == [ADJUDICATION_CONFIG_FILE]
+
+
+def test_the_screen_asks_for_a_rating_and_a_note_on_every_dimension_and_agent_it_may_dispute():
+    controls = sdk_config(adjudication_config()).controls
+    for dimension in DIMENSIONS:
+        for agent in AGENTS:
+            rating = controls[rating_name(dimension.key, agent)]
+            assert rating.tag == "Choices" and not rating.required
+            # Its options come from the task: a disputed rating's range, an agreed one's none.
+            assert rating.attrs["value"] == f"${options_field(dimension.key, agent)}"
+            assert controls[note_name(dimension.key, agent)].tag == "TextArea"
+
+
+def test_a_rationale_is_shown_as_the_text_it_is():
+    table = raters_table({"A": (2, "<script>alert(1)</script> & <b>bold</b>"), "B": (8, "ok")})
+    assert "<script>" not in table and "<b>" not in table
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in table
+    assert "<th>Rater A</th><th>Rater B</th>" in table
+
+
+def _long(scores: dict[str, list[int]]) -> pd.DataFrame:
+    """scores_long of one episode's goal ratings for agent 1, one annotation per score."""
+    rows = [{"episode_id": episode, "task_id": 1, "annotation_id": 10 * n + k,
+             "annotator_id": f"annotator-{k}", "agent": 1, "dimension": GOAL, "score": score,
+             "rationale": f"r{k}", "ground_truth": False}
+            for n, (episode, given) in enumerate(scores.items()) for k, score in enumerate(given)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(("scores", "disputed"), [
+    ([2, 8], True), ([5, 7], False), ([5, 8], True), ([6, 6, 2], True), ([7], False),
+])
+def test_ratings_more_than_the_threshold_apart_are_disputed(scores, disputed):
+    (episode,) = episode_ratings(_long({"ep": scores}))
+    assert (episode.disputed(2) == [(1, GOAL)]) is disputed
+    assert is_disputed(scores, 2) is disputed
+
+
+def test_raters_are_named_a_b_c_in_the_order_of_their_annotations():
+    (episode,) = episode_ratings(_long({"ep": [3, 9, 4]}).iloc[::-1])
+    assert isinstance(episode, EpisodeRatings)
+    assert episode.raters == {"A": 0, "B": 1, "C": 2}
+    assert list(episode.ratings[(1, GOAL)].items()) == [("A", (3, "r0")), ("B", (9, "r1")),
+                                                        ("C", (4, "r2"))]
+
+
+# --- the story, with a real Label Studio -----------------------------------------------------
+
+
+def _ratings(rater: str, goal: int) -> list[dict]:
+    """A complete annotation: every dimension rated at its midpoint, goal for agent 1 as
+    given; each rationale says whose it is."""
+    given = {agent: {d.key: (f"{rater} on {d.key} of agent {agent}",
+                             (d.range_low + d.range_high) // 2) for d in DIMENSIONS}
+             for agent in AGENTS}
+    given[1][GOAL] = (f"{rater}: <b>goal</b> {goal}, because the deal fell through", goal)
+    return results_of(given)
+
+
+@pytest.fixture
+def study(ls_client, sample_data, project_title):
+    """A study project of two episodes, each rated by two crowd raters: on the first they
+    rate goal 2 and 8, on the second they agree."""
+    episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:2]
+    project, _, _ = import_episodes(ls_client, episodes, title=project_title, progress=False)
+    run = uuid.uuid4().hex[:8]
+    raters = [ls_client.users.create(email=f"prolific-{k}-{run}@crowd.test",
+                                     username=f"5f1e2d{k}{run}") for k in (1, 2)]
+    tasks = {episode: copies[0].id for episode, copies in episode_tasks(ls_client, project.id).items()}
+    disputed, agreed = episodes[0].id, episodes[1].id
+    for rater, goal in zip(raters, (2, 8)):
+        ls_client.annotations.create(id=tasks[disputed], completed_by=rater.id, lead_time=60,
+                                     result=_ratings(f"rater {rater.id}", goal))
+    for rater, goal in zip(raters, (7, 8)):
+        ls_client.annotations.create(id=tasks[agreed], completed_by=rater.id, lead_time=60,
+                                     result=_ratings(f"rater {rater.id}", goal))
+    return {"project": project, "raters": raters, "disputed": disputed, "agreed": agreed}
+
+
+def _run(label_studio, *args: str):
+    return CliRunner().invoke(main, [*args, "--url", label_studio.url,
+                                     "--api-key", label_studio.credentials.api_key])
+
+
+@pytest.mark.server
+def test_a_goal_rated_2_and_8_is_adjudicated_into_its_own_file(label_studio, ls_client, study,
+                                                                 tmp_path):
+    into = f"{study['project'].title} adjudication"
+    sent = _run(label_studio, "adjudicate", "--project", str(study["project"].id))
+    assert sent.exit_code == 0, sent.output
+    assert "2 rated episode(s), 1 disputed" in sent.output and "added 1" in sent.output
+    (adjudication,) = [p for p in ls_client.projects.list(title=into) if p.title == into]
+
+    # The disputed episode, and only it, is in the adjudication project.
+    (task,) = task_records(ls_client, adjudication.id)
+    assert task.data["episode_id"] == study["disputed"]
+    raters = study["raters"]
+    table = task.data[ratings_field(GOAL, 1)]
+    for rater in raters:
+        assert f"rater {rater.id}: &lt;b&gt;goal&lt;/b&gt;" in table  # both rationales, as text
+    assert "<th>Rater A</th><th>Rater B</th>" in table
+    assert task.data[verdict_field(GOAL, 1)].startswith("Disputed: the ratings differ by 6")
+    assert [o["value"] for o in task.data[options_field(GOAL, 1)]] == list(RUBRIC[GOAL].choices)
+    assert task.data[options_field(GOAL, 2)] == []  # agreed: nothing asked
+    assert task.data[verdict_field(GOAL, 2)].startswith("Agreed")
+    # Pseudonyms only: no email, username or Label Studio user id reaches the project.
+    shown = json.dumps([task.data, task.meta])
+    for rater in raters:
+        assert rater.email not in shown and rater.username not in shown
+        assert f"annotator-{rater.id}" not in shown
+    assert task.meta["sotopia_adjudication"]["disputed"] == [
+        {"agent": 1, "dimension": GOAL, "scores": {"A": 2, "B": 8}}]
+
+    # A rerun adds nothing twice.
+    again = _run(label_studio, "adjudicate", "--project", str(study["project"].id))
+    assert again.exit_code == 0, again.output
+    assert "added 0" in again.output and "1 already there" in again.output
+    assert len(task_records(ls_client, adjudication.id)) == 1
+
+    # The adjudicator settles it; a second, broken adjudication is refused in one line.
+    adjudicator = ls_client.users.create(email=f"adj-{uuid.uuid4().hex[:8]}@lab.test",
+                                         username=f"adj-{uuid.uuid4().hex[:8]}")
+    settled = ls_client.annotations.create(id=task.id, completed_by=adjudicator.id, result=[
+        {"from_name": rating_name(GOAL, 1), "to_name": "dialogue", "type": "choices",
+         "value": {"choices": ["5"]}},
+        {"from_name": note_name(GOAL, 1), "to_name": "dialogue", "type": "textarea",
+         "value": {"text": ["Half the goal was reached."]}}])
+    broken = ls_client.annotations.create(id=task.id, completed_by=adjudicator.id, result=[
+        {"from_name": rating_name(GOAL, 1), "to_name": "dialogue", "type": "choices",
+         "value": {"choices": ["99"]}}])
+
+    raw = tmp_path / "raw"
+    assert _run(label_studio, "export", "--project", str(study["project"].id),
+                "-o", str(raw)).exit_code == 0
+    out = tmp_path / "with-adjudication"
+    exported = _run(label_studio, "export", "--project", str(study["project"].id),
+                    "--adjudication-project", str(adjudication.id), "-o", str(out))
+    assert exported.exit_code == 0, exported.output
+    assert "1 adjudicated rating(s) (adjudicated_scores.csv), 2 refused" in exported.output
+    assert (f"refused adjudication: project {adjudication.id} [task {task.id}, annotation "
+            f"{broken.id}]: adjudicated_{GOAL}_1: {GOAL} score 99 is outside 0 to 10"
+            ) in exported.output
+    assert f"annotation {broken.id}]: adjudication_note_{GOAL}_1: missing note" in exported.output
+
+    adjudicated = pd.read_csv(out / "adjudicated_scores.csv", dtype={"episode_id": str})
+    assert adjudicated[["episode_id", "agent", "dimension", "adjudicated_score", "note"]
+                       ].to_dict("records") == [
+        {"episode_id": study["disputed"], "agent": 1, "dimension": GOAL,
+         "adjudicated_score": 5, "note": "Half the goal was reached."}]
+    assert json.loads(adjudicated.loc[0, "raw_scores"]) == {"A": 2, "B": 8}
+    assert adjudicated.loc[0, "adjudication_annotation_id"] == settled.id
+
+    # Raw scores are unchanged: the same files as without adjudication, 2 and 8 still there.
+    assert {p.name for p in out.iterdir()} == {p.name for p in raw.iterdir()} | {
+        "adjudicated_scores.csv", "adjudication_errors.jsonl"}
+    for written in raw.iterdir():
+        assert (out / written.name).read_bytes() == written.read_bytes(), written.name
+    long = pd.read_csv(out / "scores_long.csv", dtype={"episode_id": str})
+    goal = long[(long["episode_id"] == study["disputed"]) & (long["agent"] == 1)
+                & (long["dimension"] == GOAL)]
+    assert sorted(goal["score"]) == [2, 8]
+    ids = json.loads(adjudicated.loc[0, "raw_annotation_ids"])
+    assert sorted(ids.values()) == sorted(goal["annotation_id"])
+
+    # The report uses either and says which.
+    report = _run(label_studio, "report", "--from-export", str(out), "--bootstrap", "0",
+                  "-o", str(tmp_path / "report-raw"))
+    assert report.exit_code == 0, report.output
+    assert "Scores: raw" in report.output
+    report = CliRunner().invoke(main, ["report", "--from-export", str(out), "--bootstrap", "0",
+                                       "--scores", "adjudicated", "-o",
+                                       str(tmp_path / "report-adjudicated")])
+    assert report.exit_code == 0, report.output
+    assert "Scores: adjudicated. 1 adjudicated rating (adjudicated_scores.csv)" in report.output
+    page = (tmp_path / "report-adjudicated" / "report.html").read_text()
+    assert "Scores: adjudicated." in page
+
+
+@pytest.mark.server
+def test_the_study_project_itself_is_never_taken_for_the_adjudication_project(
+        label_studio, study):
+    refused = _run(label_studio, "adjudicate", "--project", str(study["project"].id),
+                   "--into", str(study["project"].id))
+    assert refused.exit_code == 1
+    assert "is not an adjudication project" in refused.output
+    assert "Traceback" not in refused.output
+
+
+@pytest.mark.browser
+@pytest.mark.server
+def test_the_adjudicator_sees_both_rationales_and_is_asked_only_about_the_dispute(
+        label_studio, ls_client, study, tmp_path):
+    from browser import chromium_page, log_in
+    from playwright.sync_api import expect
+
+    assert _run(label_studio, "adjudicate", "--project", str(study["project"].id)).exit_code == 0
+    into = f"{study['project'].title} adjudication"
+    (adjudication,) = [p for p in ls_client.projects.list(title=into) if p.title == into]
+    (task,) = task_records(ls_client, adjudication.id)
+    with chromium_page() as page:
+        log_in(page, label_studio)
+        page.goto(f"{label_studio.url}/projects/{adjudication.id}/data?task={task.id}")
+        disputed = page.locator(f".{block_class(GOAL, 1)}")
+        disputed.wait_for(timeout=60_000)
+        for rater in study["raters"]:
+            expect(disputed.get_by_text(f"rater {rater.id}: <b>goal</b> 2")
+                   .or_(disputed.get_by_text(f"rater {rater.id}: <b>goal</b> 8"))).to_be_visible()
+        expect(disputed.get_by_text("Rater A")).to_be_visible()
+        expect(disputed.get_by_text("Rater B")).to_be_visible()
+        expect(disputed.locator("input[type=radio]")).to_have_count(len(RUBRIC[GOAL].values))
+        agreed = page.locator(f".{block_class(GOAL, 2)}")
+        expect(agreed.get_by_text("Agreed: the ratings differ by 0")).to_be_visible()
+        expect(agreed.locator("input[type=radio]")).to_have_count(0)
+        expect(disputed.locator("textarea")).to_be_hidden()  # the note comes with a rating
+        disputed.locator('input[type=radio][name="5"]').check()
+        expect(disputed.locator("textarea")).to_be_visible()
+        disputed.locator("textarea").fill("Half the goal was reached.")
+        page.get_by_role("button", name="Submit current annotation").click()
+        page.wait_for_timeout(2000)
+    out = tmp_path / "out"
+    exported = _run(label_studio, "export", "--project", str(study["project"].id),
+                    "--adjudication-project", str(adjudication.id), "-o", str(out))
+    assert exported.exit_code == 0, exported.output
+    adjudicated = pd.read_csv(out / "adjudicated_scores.csv")
+    assert adjudicated[["dimension", "adjudicated_score", "note"]].to_dict("records") == [
+        {"dimension": GOAL, "adjudicated_score": 5, "note": "Half the goal was reached."}]
