@@ -22,6 +22,7 @@ from conftest import invoke, results_of, scores
 from study_support import make_study, prolific_id
 from sotopia_ls.exporter import export_file as export_path
 from sotopia_ls.exporter.commands import export_command, report_command
+from sotopia_ls.exporter.review import NOT_REVIEWED, decision_counts
 from sotopia_ls.exporter.tables import LONG_ROWS_PER_ANNOTATION, WIDE_COLUMNS
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import create_project, import_batch, update_task_meta
@@ -319,6 +320,7 @@ def test_a_reviewed_project_exports_with_the_study_protocol(
     for text in ((out / "protocol.json").read_text(), prose):
         assert not re.search(r"[0-9a-f]{24}", text)
         assert not any(pid in text for pid in prolific_ids)
+        assert "C0MPL3T3" not in text and "SCR33N" not in text and "127.0.0.1" not in text
         assert "@" not in text and "sqlite" not in text and "gateway.sqlite3" not in text
 
 
@@ -340,4 +342,11 @@ def test_the_study_side_counts_refusals_at_admission_and_screen_outs_apart(tmp_p
         "total": 1, "completed": 0, "no_slots": 0, "not_admitted": 1, "unfinished": 0}
     assert study_protocol(engine, screening)["decisions"] == {
         "approve": 0, "look": 0, "reject": 0, "screened_out": 1}
-        assert "C0MPL3T3" not in text and "SCR33N" not in text and "127.0.0.1" not in text
+
+
+def test_the_summary_and_the_report_count_decisions_with_one_function():
+    marks = pd.Series(["approve", None, "reject", "", "look", "approve"])
+
+    counts = decision_counts(marks, excluded=2)
+
+    assert counts == {"approve": 2, "look": 1, "reject": 3, NOT_REVIEWED: 2}

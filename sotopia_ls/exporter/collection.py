@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..labelstudio.tasks import REJECT, REVIEW_DECISIONS
+from ..labelstudio.tasks import REVIEW_DECISIONS
 from .accounting import AUDIT_KINDS, ErrorRow, Finding, Tally, repeat_refusal
+from .review import decision_counts
 from .tables import annotation_table
 from .validate import ModelRow, Part, Rated
 
@@ -114,16 +115,10 @@ class Collection:
 
     def review(self) -> dict[str, int]:
         """How many annotations the study review marked with each decision: those exported
-        and, for reject, those excluded."""
-        import pyarrow.compute as pc
-
-        counts = dict.fromkeys(REVIEW_DECISIONS, 0)
-        for table in self.tables:
-            for entry in pc.value_counts(table.column("review_decision")).to_pylist():
-                if entry["values"] in counts:
-                    counts[entry["values"]] += entry["counts"]
-        counts[REJECT] += self.tally.excluded
-        return counts
+        and, for reject, those excluded (as the report's review table counts them)."""
+        counts = decision_counts(self.table().column("review_decision").to_pandas(),
+                                 self.tally.excluded)
+        return {decision: counts[decision] for decision in REVIEW_DECISIONS}
 
     def summary(self, unlogged: dict[str, str]) -> dict[str, Any]:
         """``summary.json``: the counts, the audit's, the review's decisions, the episodes
