@@ -240,3 +240,19 @@ def test_a_bulk_approval_answered_in_plain_text_is_done(prolific):
     client(prolific).bulk_approve(["s1", "s2"])
 
     assert len(prolific.requests) == 1
+
+
+def test_a_workspaces_participant_groups_are_only_its_own_and_not_deleted(prolific):
+    group = {"participant_count": 0, "description": None, "feeder_studies": []}
+    # A server that ignored the workspace filter: another workspace's group and a deleted one.
+    prolific.script["GET /api/v1/participant-groups/"] = [(200, {"results": [
+        group | {"id": "g-ours", "name": "passed", "workspace_id": "ws-7", "is_deleted": False},
+        group | {"id": "g-gone", "name": "passed", "workspace_id": "ws-7", "is_deleted": True},
+        group | {"id": "g-theirs", "name": "passed", "workspace_id": "ws-8",
+                 "is_deleted": False}]}, {})]
+
+    groups = client(prolific).participant_groups("ws-7")
+
+    assert [(found.id, found.name) for found in groups] == [("g-ours", "passed")]
+    assert prolific.sent() == [
+        ("GET", "/api/v1/participant-groups/?filter%5Bworkspace_id%5D=ws-7", None)]
