@@ -196,9 +196,10 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
+    # Told to return the study on Prolific: nothing there awaits a decision.
+    Rule(NOT_ADMITTED, "", "", "", lambda visit: visit.outcome == NOT_ADMITTED),
     # A qualification round's verdict decides its completed submissions: the passer did the
     # work asked, and whoever failed was screened out on Prolific already.
-    Rule(NOT_ADMITTED, "", "", "", lambda visit: visit.outcome == NOT_ADMITTED),
     Rule("qualified", "approve", "", "", lambda visit: visit.qualification == "passed"),
     Rule(SCREENED_OUT, SCREENED_OUT, "", "", lambda visit: visit.qualification == "failed"),
     Rule("far_from_gold", "reject", "FAILED_CHECK", _FAILED_CHECKS, _most("gold_distance")),
