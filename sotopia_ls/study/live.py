@@ -102,6 +102,7 @@ def ratings_long(engine: Engine, study: str) -> pd.DataFrame:
     """``scores_long`` of the study's ratings so far, as an export of the project would give
     it (annotators named by their participant number, which no figure uses)."""
     rows = []
+    # A rating not saved yet has no annotation id: its assignment's, negated, cannot meet one.
     for row in _rated_rows(engine, study):
         fields, _ = read_json_results(row.results)  # checked when submitted
         rows.append(fields | {
