@@ -75,11 +75,11 @@ def main() -> None:
 )
 @click.option(
     "--adjudication-output", type=click.Path(dir_okay=False, path_type=Path),
-    default=Path(ADJUDICATION_CONFIG_FILE), show_default=True,
+    show_default=f"{ADJUDICATION_CONFIG_FILE} beside the labeling config",
     help="Where to write the adjudication project's labeling config (`sotopia-ls adjudicate`).",
 )
 def config_command(output: Path, check: bool, instructions: Path | None,
-                   adjudication_output: Path) -> None:
+                   adjudication_output: Path | None) -> None:
     """Write the labeling configs generated from the dimension rubric: the raters' and the
     adjudicators'.
 
@@ -87,6 +87,7 @@ def config_command(output: Path, check: bool, instructions: Path | None,
 
         sotopia-ls config -o labeling_config.xml --instructions instructions.html
     """
+    adjudication_output = adjudication_output or output.with_name(ADJUDICATION_CONFIG_FILE)
     if check:
         for path, current in ((output, labeling_config_is_current),
                               (adjudication_output, adjudication_config_is_current)):

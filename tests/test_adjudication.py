@@ -17,8 +17,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import invoke, results_of
 
-from sotopia_ls.adjudication.disputes import EpisodeRatings, episode_ratings, is_disputed
+from sotopia_ls.adjudication.disputes import (
+    EpisodeRatings,
+    episode_ratings,
+    is_disputed,
+)
 from sotopia_ls.adjudication.screen import (
     ADJUDICATION_CONFIG_FILE,
     adjudication_config,
@@ -26,9 +31,9 @@ from sotopia_ls.adjudication.screen import (
     block_class,
     note_name,
     options_field,
+    raters_table,
     rating_name,
     ratings_field,
-    raters_table,
     verdict_field,
 )
 from sotopia_ls.cli import main
@@ -37,8 +42,6 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import episode_tasks, task_records
 from sotopia_ls.labelstudio.interface import sdk_config
 from sotopia_ls.labelstudio.push import import_episodes
-
-from conftest import results_of
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL = "goal"
@@ -102,6 +105,31 @@ def test_raters_are_named_a_b_c_in_the_order_of_their_annotations():
     assert episode.raters == {"A": 0, "B": 1, "C": 2}
     assert list(episode.ratings[(1, GOAL)].items()) == [("A", (3, "r0")), ("B", (9, "r1")),
                                                         ("C", (4, "r2"))]
+
+
+def test_a_report_on_adjudicated_scores_needs_an_export_that_wrote_them(export_file, tmp_path):
+    out = tmp_path / "out"
+    assert invoke(main, "export", "--from-file", str(export_file), "-o", str(out)).exit_code == 0
+    report = ["report", "--bootstrap", "0", "--scores", "adjudicated", "-o", str(tmp_path / "r")]
+    refused = invoke(main, *report, "--from-file", str(export_file))
+    assert refused.exit_code == 2 and "give --from-export" in refused.output
+    missing = invoke(main, *report, "--from-export", str(out))
+    assert missing.exit_code == 1
+    assert "no adjudicated_scores.csv: export with --adjudication-project" in missing.output
+
+
+def test_an_adjudicated_score_edited_out_of_range_is_refused_in_one_line(export_file, tmp_path):
+    out = tmp_path / "out"
+    assert invoke(main, "export", "--from-file", str(export_file), "-o", str(out)).exit_code == 0
+    episode = pd.read_csv(out / "scores_long.csv", dtype={"episode_id": str})["episode_id"][0]
+    pd.DataFrame([{"episode_id": episode, "agent": 1, "dimension": GOAL,
+                   "adjudicated_score": 11, "note": "n"}]).to_csv(
+        out / "adjudicated_scores.csv", index=False)
+    refused = invoke(main, "report", "--from-export", str(out), "--scores", "adjudicated",
+                     "--bootstrap", "0", "-o", str(tmp_path / "r"))
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert (f"{out / 'adjudicated_scores.csv'} [row 1]: adjudicated_score: goal score 11 is "
+            "outside 0 to 10") in refused.output
 
 
 # --- the story, with a real Label Studio -----------------------------------------------------

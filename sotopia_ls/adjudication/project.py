@@ -28,7 +28,13 @@ from ..labelstudio.client import (
     project_task_data,
 )
 from ..labelstudio.push import DEFAULT_BATCH_SIZE
-from .disputes import DEFAULT_THRESHOLD, DISPUTES_KEY, EpisodeRatings, disputes_of, episode_ratings
+from .disputes import (
+    DEFAULT_THRESHOLD,
+    DISPUTES_KEY,
+    EpisodeRatings,
+    disputes_of,
+    episode_ratings,
+)
 from .screen import adjudication_config, note_name, rating_name, screen_data
 
 _INTRO = ("<h2>Adjudicating disagreements</h2><p>Each task is an episode whose raters "

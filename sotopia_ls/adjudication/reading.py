@@ -18,7 +18,9 @@ that reads them instead of the raw ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -133,8 +135,8 @@ def _adjudications(raw: Any, disputes: Disputes) -> tuple[list[Any], list[tuple[
         rating, note = (rating_name(dispute.dimension, dispute.agent),
                         note_name(dispute.dimension, dispute.agent))
         score, score_fault = _one(by_name.get(rating, []), "adjudicated rating",
-                                  lambda value: rating_score(value, dimension,
-                                                             dimension.choices))
+                                  partial(rating_score, dimension=dimension,
+                                          choices=dimension.choices))
         text, note_fault = _one(by_name.get(note, []), "note", rationale_text)
         faults += [(name, fault) for name, fault in ((rating, score_fault), (note, note_fault))
                    if fault]
@@ -146,7 +148,8 @@ def _adjudications(raw: Any, disputes: Disputes) -> tuple[list[Any], list[tuple[
     return found, faults
 
 
-def _one(values: list[Value | None], what: str, read: Any) -> tuple[Any, str]:
+def _one(values: list[Value | None], what: str,
+         read: Callable[[Value | None], tuple[Any, str]]) -> tuple[Any, str]:
     """The one value of a control read by ``read``, or why there is none."""
     if len(values) != 1:
         return None, f"missing {what}" if not values else f"{len(values)} {what}s"

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..adjudication.reading import Adjudicated, adjudicated_scores
+from ..adjudication.reading import ADJUDICATION_FILES, Adjudicated, adjudicated_scores
 from ..errors import InvalidInput
 from ..folders import replaced_folder
 from ..labelstudio.client import Client, annotator_emails, find_project, project_predictions
@@ -189,7 +189,7 @@ def _export(
 
 
 def _owned(name: str) -> bool:
-    return name in OUTPUT_FILES
+    return name in OUTPUT_FILES or name in ADJUDICATION_FILES
 
 
 @contextmanager

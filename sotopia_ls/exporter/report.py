@@ -209,6 +209,10 @@ def report_export(
     (the raters' own) or ``adjudicated`` (with the folder's ``adjudicated_scores.csv``)."""
     if scores not in SCORE_CHOICES:
         raise ValueError(f"scores must be one of {', '.join(SCORE_CHOICES)}, got {scores!r}")
+    if scores == "adjudicated" and not (folder / ADJUDICATED_FILE).is_file():
+        raise InvalidInput([Problem(str(folder), "", f"no {ADJUDICATED_FILE}: export with "
+                                    "--adjudication-project to write one")])
+
     def read(name: str, reader: Callable[[Path], Any]) -> Any:
         path = folder / name
         if not path.is_file():

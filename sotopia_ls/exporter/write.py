@@ -32,9 +32,7 @@ from typing import IO
 
 import pandas as pd
 
-from ..adjudication.reading import (
-    ADJUDICATED_FILE, ADJUDICATION_ERRORS_FILE, ADJUDICATION_FILES, Adjudicated,
-)
+from ..adjudication.reading import ADJUDICATED_FILE, ADJUDICATION_ERRORS_FILE, Adjudicated
 from .collection import Collection
 from .encode import CHUNK_FILES, Encoded, csv_header, csv_rows, jsonl
 from .protocol import PROTOCOL_FILES
@@ -55,7 +53,6 @@ OUTPUT_FILES: tuple[str, ...] = (
     "summary.json",
     *PROTOCOL_FILES,
     "annotator_identities.csv",
-    *ADJUDICATION_FILES,
 )
 _HEADERS = {"scores_long.csv": csv_header(LONG_COLUMNS),
             "scores_wide.csv": csv_header(WIDE_COLUMNS)}
