@@ -21,7 +21,7 @@ import httpx
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, expect, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Response as PlaywrightResponse
 from sqlalchemy import Engine, event, func, select
@@ -81,7 +81,6 @@ def on_database(tmp_path: Path, **fields: object) -> tuple[Engine, StudyFile]:
 def lease(engine: Engine, study: StudyFile, visit: arrival.Visit,
           seconds: float | None = None) -> leases.Assignment | None:
     return leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
-                                  k=study.raters_per_episode,
                                   lease_seconds=seconds or study.lease_seconds,
                                   gold_share=leases.GoldShare.of(study))
 
@@ -623,7 +622,10 @@ def seen_in_chromium(browser: Browser, url: str, chosen: list[dict]) -> tuple[li
               f"&SESSION_ID={prolific_id()}")
     page.get_by_role("button", name=re.compile("start rating")).click()
     starts = []
-    for answers_given in chosen:
+    for number, answers_given in enumerate(chosen, 1):
+        # The address stays /rate from one episode to the next: the page's own counter says
+        # the next one has loaded.
+        expect(page.get_by_text(f"Episode {number} of {len(chosen)}")).to_be_visible()
         open_rating(page)
         page.wait_for_load_state("networkidle")
         key = page.evaluate("JSON.parse(document.getElementById('boot').textContent)")
@@ -631,7 +633,6 @@ def seen_in_chromium(browser: Browser, url: str, chosen: list[dict]) -> tuple[li
                                                if received[i].url.endswith("/s/pilot/rate"))))
         fill(page, answers_given)
         submit(page)
-        page.wait_for_url(re.compile(r"/s/pilot/(rate|done)$"))
     page.wait_for_url(re.compile(r"/s/pilot/done$"))
     page.wait_for_load_state("networkidle")
     page.context.close()
