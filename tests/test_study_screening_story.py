@@ -203,6 +203,10 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
     assert code_on(gateways.take(careful, iter([rating("C")] * 5))) == PAID
     assert code_on(gateways.take(careless, iter([CARELESS] * 5))) == PAID
     gateways.save()
+    status = researcher.run("study", "status", "--study", researcher.path(f"{MAIN}.json"))
+    assert "episodes done:        4" in status.output
+    assert f"gold episodes:        {GOLD_EPISODES} (hidden among the episodes at 20%)" \
+        in status.output
     rejected = gateways.annotations_of(careless)
     approved = gateways.annotations_of(careful)
     assert len(rejected) == len(approved) == 5

@@ -2,7 +2,8 @@
 ``protocol.md`` in prose to start from.
 
 What the export itself knows (``export_protocol``): the annotations accounted for, raters per
-episode as observed, the median minutes per episode from Label Studio's lead times, the study
+episode as observed (gold episodes, hidden checks rated by any number of participants,
+counted apart), the median minutes per episode from Label Studio's lead times, the study
 review's decisions by kind and the exclusions applied. Given the study side's records
 (``sotopia_ls.study.protocol``, read from a study file and the gateway's database), it holds
 those too. Counts and settings only: no annotator, participant, task or annotation id.
@@ -38,12 +39,16 @@ def _raters(collection: Collection) -> dict[str, Any]:
 
     table = collection.table()
     crowd = table.filter(pc.invert(table.column("ground_truth")))
-    per_episode = crowd.group_by("episode_id").aggregate([([], "count_all")]).column(
+    gold = crowd.filter(crowd.column("gold"))
+    ordinary = crowd.filter(pc.invert(crowd.column("gold")))
+    per_episode = ordinary.group_by("episode_id").aggregate([([], "count_all")]).column(
         "count_all").to_numpy()
     raters = ({"min": int(per_episode.min()), "median": float(np.median(per_episode)),
                "max": int(per_episode.max())} if len(per_episode) else None)
     times = pc.drop_null(crowd.column("lead_time")).to_numpy()
     return {"episodes": len(per_episode), "raters_per_episode": raters,
+            "gold": {"episodes": len(pc.unique(gold.column("episode_id"))),
+                     "annotations": gold.num_rows},
             "median_minutes_per_episode": median_minutes(times)}
 
 
@@ -72,14 +77,20 @@ def _percent(share: float | None) -> str:
 
 
 def _ratings_prose(record: Mapping[str, Any]) -> list[str]:
-    counts, raters = record["annotations"], record["raters_per_episode"]
+    counts, raters, gold = record["annotations"], record["raters_per_episode"], record["gold"]
+    golden = f" and {counted(gold['episodes'], 'gold episode')}" if gold["episodes"] else ""
     lines = [f"{counted(counts['exported'], 'annotation')} of "
-             f"{counted(record['episodes'], 'episode')} were exported."]
+             f"{counted(record['episodes'], 'episode')}{golden} were exported."]
     if raters:
         spread = (f"{raters['min']} annotators" if raters["min"] == raters["max"]
                   else f"{raters['min']} to {raters['max']} annotators (median "
                        f"{raters['median']:g})")
         lines.append(f"Each episode was rated by {spread}.")
+    if gold["episodes"]:
+        lines.append(f"The {counted(gold['annotations'], 'annotation')} of gold episodes "
+                     "(hidden checks with reference ratings, each rated by any number of "
+                     "participants) are counted apart: left out of the episodes, the raters "
+                     "per episode and agreement.")
     if record["median_minutes_per_episode"] is not None:
         lines.append("The median time on an episode was "
                      f"{_minutes(record['median_minutes_per_episode'])} (Label Studio's lead time).")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -54,6 +55,19 @@ class Inputs:
     bootstrap: Bootstrap
     # Which scores ``long`` holds, as the page says it: the raters' own, or adjudicated.
     scores: str = "Scores: raw (each rater's own ratings)."
+
+    @cached_property
+    def units(self) -> pd.DataFrame:
+        """The crowd's ratings that agreement is measured on: without gold episodes' (hidden
+        checks rated by any number of participants, which would outweigh the episodes rated
+        by k)."""
+        return self.long[~gold_rows(self.long)]
+
+
+def gold_rows(long: pd.DataFrame) -> pd.Series:
+    """Which rows of ``long`` rate a gold episode (none in a frame without the gold column,
+    as scores_long made before it)."""
+    return long["gold"].astype(bool) if "gold" in long else pd.Series(False, index=long.index)
 
 
 Results = Mapping[str, Any]
@@ -124,7 +138,7 @@ def bootstrap_note(report: Report) -> str:
         return note("No bootstrap intervals were drawn (--bootstrap 0).")
     return note(
         f"[low, high]: {resampling.level:.0%} percentile bootstrap intervals from "
-        f"{resampling.resamples} resamples of the {report.inputs.long['episode_id'].nunique()} "
+        f"{resampling.resamples} resamples of the {report.inputs.units['episode_id'].nunique()} "
         f"episodes (both agents of an episode move together), seed {resampling.seed}; "
         f"--bootstrap {resampling.resamples} --seed {resampling.seed} reproduces them."
     )
@@ -146,8 +160,21 @@ def _annotations(tally: Tally, needed: Results, report: Report, _: str) -> str:
         note(f"{tally.tasks} tasks; {tally.duplicates} duplicate annotations (same annotator, "
              f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
              f"{tally.ground_truth} ground-truth annotations used as reference."),
+        _gold_note(report.inputs.long),
         note(report.inputs.scores),
     )
+
+
+def _gold_note(long: pd.DataFrame) -> str:
+    """How many annotations of gold episodes the crowd's ratings hold, counted apart."""
+    gold = long[gold_rows(long)]
+    if gold.empty:
+        return ""
+    return note(f"{counted(gold['annotation_id'].nunique(), 'annotation')} of "
+                f"{counted(gold['episode_id'].nunique(), 'gold episode')} (a study's hidden "
+                "checks with reference ratings, each rated by any number of participants: the "
+                "gold column) are left out of agreement (α, ICC, Gwet's coefficients and the "
+                "model-vs-human-noise units); the other sections include them.")
 
 
 def _audit(audit: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
@@ -358,14 +385,14 @@ SECTIONS: tuple[Section, ...] = (
     Section("audit", lambda inputs, needed: inputs.audit, _audit, AUDIT_NOTE),
     Section("review", lambda inputs, needed: review_table(inputs.long, inputs.tally.excluded),
             _review, REVIEW_NOTE),
-    Section("agreement", lambda inputs, needed: agreement_table(inputs.long, inputs.bootstrap),
+    Section("agreement", lambda inputs, needed: agreement_table(inputs.units, inputs.bootstrap),
             _agreement, AGREEMENT_NOTE),
     Section("agreement_breakdown",
-            lambda inputs, needed: agreement_breakdown(inputs.long, inputs.bootstrap),
+            lambda inputs, needed: agreement_breakdown(inputs.units, inputs.bootstrap),
             _breakdown, BREAKDOWN_NOTE),
     Section("sotopia_pi", _pi_view, _sotopia_pi, SOTOPIA_PI_NOTE, table=False,
             needs=("agreement",)),
-    Section("gwet", lambda inputs, needed: gwet_table(inputs.long, inputs.bootstrap), _gwet,
+    Section("gwet", lambda inputs, needed: gwet_table(inputs.units, inputs.bootstrap), _gwet,
             GWET_NOTE),
     # The two below are shown in the human-vs-model section.
     Section("model_coverage",
@@ -377,7 +404,7 @@ SECTIONS: tuple[Section, ...] = (
             lambda inputs, needed: human_vs_model(needed["paired"], inputs.bootstrap),
             _human_vs_model, HUMAN_VS_MODEL_NOTE, needs=("model_coverage", "paired")),
     Section("model_vs_human_noise", lambda inputs, needed: model_vs_human_noise(
-        inputs.long, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE,
+        inputs.units, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE,
         needs=("paired",)),
     Section("qualification", lambda inputs, needed: (
         qualification(inputs.long, inputs.reference)

@@ -46,6 +46,8 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "prediction_model_version",
     # The study review's decision (``tasks.REVIEW_DECISIONS``); "" where none was recorded.
     "review_decision",
+    # The task is a study's gold episode (``tasks.GOLD``): left out of agreement.
+    "gold",
 )
 ROW_COLUMNS: tuple[str, ...] = (*ANNOTATION_COLUMNS, *SCORE_FIELDS, *PREDICTED_FIELDS)
 LONG_COLUMNS: tuple[str, ...] = (
@@ -64,6 +66,7 @@ LONG_COLUMNS: tuple[str, ...] = (
     "models",
     "ground_truth",
     "review_decision",
+    "gold",
     "prediction_model_version",
     "predicted_score",
     "changed_from_prediction",
@@ -83,7 +86,7 @@ def annotation_schema() -> pa.Schema:
 
     types: dict[str, pa.DataType] = {
         "task_id": pa.int64(), "annotation_id": pa.int64(), "ground_truth": pa.bool_(),
-        "lead_time": pa.float64(),
+        "gold": pa.bool_(), "lead_time": pa.float64(),
     }
     types |= {name: pa.int64() for name in (*RATING_FIELDS, *PREDICTED_FIELDS)}
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])

@@ -8,7 +8,8 @@ annotation was refused, each episode's model scores (every judge's evaluation ke
 task's meta, else its latest prediction), the audit's findings and the counts that account for
 every annotation (``accounting``). Each row carries the study review's decision on it, read
 from its task's meta (``tasks.REVIEW``) once per task; ``Settings.exclude_rejected`` leaves
-out those marked reject, counted as excluded. It is a pure function of the chunk and the
+out those marked reject, counted as excluded. Each also says whether its task is one of a
+study's gold episodes (``tasks.GOLD``). It is a pure function of the chunk and the
 ``Settings``: what needs every chunk (an annotator who rated an episode again in another task)
 is the parent's, in ``collection``.
 """
@@ -25,7 +26,15 @@ from pydantic import ValidationError
 from .. import errors
 from ..dimensions import AGENTS, DIMENSION_KEYS
 from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
-from ..labelstudio.tasks import EVALUATION, JUDGES, REJECT, REVIEW, REVIEW_DECISIONS, stored_judges
+from ..labelstudio.tasks import (
+    EVALUATION,
+    GOLD,
+    JUDGES,
+    REJECT,
+    REVIEW,
+    REVIEW_DECISIONS,
+    stored_judges,
+)
 from ..scores import Evaluation
 from .accounting import ErrorRow, Finding, Tally, repeat_refusal
 from .chunks import Region
@@ -170,13 +179,15 @@ def _task_columns(task: Task, episode_id: str) -> dict[str, Any]:
     }
 
 
-def _annotation_columns(annotation: Annotation, annotator: str, decision: str) -> dict[str, Any]:
+def _annotation_columns(annotation: Annotation, annotator: str, decision: str,
+                        gold: bool) -> dict[str, Any]:
     shown = annotation.prediction
     return {
         "annotation_id": annotation.id,
         "annotator_id": annotator,
         "ground_truth": bool(annotation.ground_truth),
         "review_decision": decision,
+        "gold": gold,
         "lead_time": _number(annotation.lead_time),
         "created_at": None if annotation.created_at is None else str(annotation.created_at),
         "prediction_model_version": str(shown.get("model_version") or "")
@@ -271,6 +282,19 @@ def review_decisions(task: Task, origin: str) -> dict[int, str]:
     return decisions
 
 
+def is_gold(task: Task, origin: str) -> bool:
+    """Whether a study gateway marked the task as one of its gold episodes (``GOLD``: study
+    name → true); a mark that is not one is refused, naming the task and the field."""
+    marks = getattr(task.meta, GOLD)
+    if marks is None:
+        return False
+    if not (isinstance(marks, dict) and all(value is True for value in marks.values())):
+        raise errors.InvalidInput([errors.Problem(
+            origin, f"task {shown(task.id)}",
+            f"not an object of study name → true: {shown(marks)}", f"meta.{GOLD}")])
+    return bool(marks)
+
+
 def _without_rejected(rows: list[dict[str, Any]], tally: Tally) -> list[dict[str, Any]]:
     kept = [row for row in rows if row["review_decision"] != REJECT]
     tally.excluded += len(rows) - len(kept)
@@ -280,6 +304,7 @@ def _without_rejected(rows: list[dict[str, Any]], tally: Tally) -> list[dict[str
 def add_task(part: Part, task: Task, settings: Settings) -> None:
     """Validate every annotation of one exported task into ``part``."""
     decisions = review_decisions(task, settings.origin)
+    gold = is_gold(task, settings.origin)
     tally = part.tally
     tally.tasks += 1
     tally.drafts += len(task.drafts)
@@ -316,7 +341,7 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
             continue
         fields.update(shared)
         fields.update(_annotation_columns(annotation, annotator,
-                                          decisions.get(annotation.id, "")))
+                                          decisions.get(annotation.id, ""), gold))
         task_rows.append(fields)
     if settings.overlap is not None and submitted > settings.overlap:
         part.findings.append(Finding(

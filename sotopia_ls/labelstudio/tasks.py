@@ -17,6 +17,11 @@ meaning. ``stored_judges`` reads both.
 A study's review marks its participants' annotations under ``sotopia_review``
 (``{"<annotation id>": decision}``, a decision one of ``REVIEW_DECISIONS``), so that an export
 made without the gateway's database still sees them.
+
+The study gateway marks its gold episodes (tasks with reference ratings, rated by any number
+of participants: hidden checks, not part of the sample) under ``sotopia_gold`` (``{"<study
+name>": true}``, an object so that a task gold in two studies keeps both marks), so that an
+export leaves them out of agreement and counts them apart.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ EPISODE_ID = "episode_id"
 EVALUATION = "sotopia_evaluation"
 JUDGES = "sotopia_judges"
 REVIEW = "sotopia_review"
+GOLD = "sotopia_gold"
 # The decision whose annotations an export can leave out (``--exclude-rejected``).
 REJECT = "reject"
 REVIEW_DECISIONS: tuple[str, ...] = ("approve", "look", REJECT)

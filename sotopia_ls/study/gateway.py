@@ -4,7 +4,7 @@ participants, and the shown part of each task."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -13,7 +13,13 @@ from sqlalchemy import Engine, select
 
 from ..config import check_labeling_config, instructions_html
 from ..errors import LabelStudioError, StudyError
-from ..labelstudio.client import Client, find_project, project_task_data
+from ..labelstudio.client import (
+    Client,
+    find_project,
+    merge_task_meta,
+    project_task_data,
+)
+from ..labelstudio.tasks import GOLD
 from . import leases
 from .gold import gold_references
 from .live import keep_episode_ids
@@ -50,7 +56,9 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
     its k slots and its episode id (for the running agreement), and, in a study that uses
     gold, the gold episodes' references (read again each time: ``gold.gold_references``); a
     qualification round gives no task slots, as it serves gold only. Running gateways offer
-    them at once: assignment reads the slots and the gold from the database."""
+    them at once: assignment reads the slots and the gold from the database. Each gold
+    episode is marked in its task's meta (``tasks.GOLD``), so that an export counts it apart
+    (``mark_gold``)."""
     fields = ShownFields.of(config)
     data = project_task_data(client, study.project)
     if not data:
@@ -58,10 +66,23 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
                                project=study.project)
     references = gold_references(study, client, data) if study.uses_gold else None
     keep_episode_ids(engine, study.name, data)
-    return leases.add_episodes(engine, study.name,
-                               {task: fields.shown(d) for task, d in data.items()},
-                               study.raters_per_episode, references,
-                               gold_only=study.qualification is not None)
+    added = leases.add_episodes(engine, study.name,
+                                {task: fields.shown(d) for task, d in data.items()},
+                                study.raters_per_episode, references,
+                                gold_only=study.qualification is not None)
+    if study.uses_gold:
+        mark_gold(study, client, engine, data.keys())
+    return added
+
+
+def mark_gold(study: StudyFile, client: Client, engine: Engine, tasks: Collection[int]) -> None:
+    """Mark the study's gold episodes among ``tasks`` (the project's) in their tasks' meta:
+    ``{"<study name>": true}`` under ``tasks.GOLD``. Those already marked are left as they are,
+    so a restart or a sync updates only the new ones."""
+    with engine.connect() as conn:
+        golden = conn.execute(select(gold.c.task_id).where(gold.c.study == study.name)).scalars()
+        marks = {task: {study.name: True} for task in golden if task in tasks}
+    merge_task_meta(client, study.project, GOLD, marks)
 
 
 def check_required_round(study: StudyFile, engine: Engine) -> None:
