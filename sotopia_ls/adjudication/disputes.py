@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from string import ascii_uppercase
+from typing import Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..dimensions import AGENTS, DIMENSION_KEYS
 
@@ -74,12 +75,12 @@ def episode_ratings(long: pd.DataFrame) -> list[EpisodeRatings]:
 
 
 class Dispute(BaseModel):
-    """One disputed rating: the agent, the dimension and each rater's score."""
+    """One disputed rating: the agent, the dimension (of the rubric) and each rater's score."""
 
     model_config = ConfigDict(frozen=True)
 
-    agent: int
-    dimension: str
+    agent: Literal[AGENTS]  # type: ignore[valid-type]
+    dimension: Literal[DIMENSION_KEYS]  # type: ignore[valid-type]
     scores: dict[str, int]
 
 
@@ -94,6 +95,15 @@ class Disputes(BaseModel):
     threshold: int = Field(ge=0)
     raters: dict[str, int]
     disputed: tuple[Dispute, ...]
+
+    @model_validator(mode="after")
+    def _raters_known(self) -> Disputes:
+        for dispute in self.disputed:
+            unknown = sorted(set(dispute.scores) - set(self.raters))
+            if unknown:
+                raise ValueError(f"rater {unknown[0]} of {dispute.dimension} for agent "
+                                 f"{dispute.agent} is not one of the raters")
+        return self
 
 
 DISPUTES_KEY = "sotopia_adjudication"

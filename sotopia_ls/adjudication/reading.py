@@ -69,7 +69,7 @@ def adjudicated_scores(client: Client, project: str | int) -> Adjudicated:
     try:
         tasks = orjson.loads(b"".join(project_reads(client, target.id)))
     except orjson.JSONDecodeError as error:
-        raise InvalidInput([Problem(origin, "", f"not a Label Studio JSON export: {error}")])
+        raise InvalidInput([Problem(origin, "", f"not a Label Studio JSON export: {error}")]) from None
     rows: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for task in tasks:
@@ -86,7 +86,8 @@ def _task_rows(task: dict[str, Any], origin: str) -> tuple[list[dict[str, Any]],
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         place = ".".join(map(str, (DISPUTES_KEY, *first["loc"])))
-        return [], [Problem(origin, where, first["msg"], f"meta {place}")]
+        reason = first["msg"].removeprefix("Value error, ")
+        return [], [Problem(origin, where, reason, f"meta {place}")]
     rows: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for annotation in task.get("annotations") or []:
