@@ -241,7 +241,6 @@ def main_study(engine, tmp_path: Path, database: str) -> tuple[Path, list[str]]:
         visit = participant(engine, study.name)
         for _ in range(2):
             taken = leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
-                                           k=study.raters_per_episode,
                                            lease_seconds=study.lease_seconds,
                                            gold_share=leases.GoldShare.of(study))
             leases.mark_shown(engine, taken.id)

@@ -49,7 +49,6 @@ def visitor(engine: Engine, study: StudyFile) -> arrival.Visit:
 def lease(engine: Engine, study: StudyFile, visit: arrival.Visit,
           seconds: float | None = None) -> leases.Assignment | None:
     return leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
-                                  k=study.raters_per_episode,
                                   lease_seconds=seconds or study.lease_seconds)
 
 

@@ -107,7 +107,6 @@ def completed(engine: Engine, study: StudyFile, *offsets: dict[str, int]) -> arr
     visit = visitor(engine, study)
     for moved in offsets:
         taken = leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
-                                       k=study.raters_per_episode,
                                        lease_seconds=study.lease_seconds,
                                        gold_share=leases.GoldShare.of(study))
         leases.settle(engine, taken, ratings(moved), study.raters_per_episode)

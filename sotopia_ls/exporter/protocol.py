@@ -34,7 +34,8 @@ def median_minutes(seconds: Sequence[float]) -> float | None:
 
 def _raters(collection: Collection) -> dict[str, Any]:
     """Episodes rated by the crowd (ground truth is the reference, not a rater), the raters
-    each had, and the median minutes an annotation took."""
+    each had, how many ratings came from slots adaptive extra raters added, and the median
+    minutes an annotation took."""
     import pyarrow.compute as pc
 
     table = collection.table()
@@ -49,6 +50,7 @@ def _raters(collection: Collection) -> dict[str, Any]:
     return {"episodes": len(per_episode), "raters_per_episode": raters,
             "gold": {"episodes": len(pc.unique(gold.column("episode_id"))),
                      "annotations": gold.num_rows},
+            "added_slot_annotations": pc.sum(crowd.column("added_slot")).as_py() or 0,
             "median_minutes_per_episode": median_minutes(times)}
 
 
@@ -91,6 +93,10 @@ def _ratings_prose(record: Mapping[str, Any]) -> list[str]:
                      "(hidden checks with reference ratings, each rated by any number of "
                      "participants) are counted apart: left out of the episodes, the raters "
                      "per episode and agreement.")
+    if record["added_slot_annotations"]:
+        lines.append(f"{counted(record['added_slot_annotations'], 'annotation')} came from "
+                     "slots added while the study ran for episodes whose raters disagreed "
+                     "(the added_slot column).")
     if record["median_minutes_per_episode"] is not None:
         lines.append("The median time on an episode was "
                      f"{_minutes(record['median_minutes_per_episode'])} (Label Studio's lead time).")

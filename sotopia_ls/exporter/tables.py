@@ -4,8 +4,8 @@
 first column (the row id; here the annotation id), ``model``, ``pk`` (episode id), ``data``
 (the episode as the oTree app showed it), ``prolific_id`` (the annotator), then
 ``<key>_<N>`` and ``<key>_reasoning_<N>`` for agents 1 and 2. Scripts written for those files
-read it unchanged: the annotation-level columns it lacks (the review decision, timing) are
-``scores_long``'s.
+read it unchanged: the annotation-level columns it lacks (the review decision, whether a rating
+came from an added slot, timing) are ``scores_long``'s.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "prediction_model_version",
     # The study review's decision (``tasks.REVIEW_DECISIONS``); "" where none was recorded.
     "review_decision",
+    # Rated on a slot adaptive extra raters added to the episode (``tasks.ADDED_SLOTS``).
+    "added_slot",
     # The task is a study's gold episode (``tasks.GOLD``): left out of agreement.
     "gold",
 )
@@ -66,6 +68,7 @@ LONG_COLUMNS: tuple[str, ...] = (
     "models",
     "ground_truth",
     "review_decision",
+    "added_slot",
     "gold",
     "prediction_model_version",
     "predicted_score",
@@ -86,7 +89,7 @@ def annotation_schema() -> pa.Schema:
 
     types: dict[str, pa.DataType] = {
         "task_id": pa.int64(), "annotation_id": pa.int64(), "ground_truth": pa.bool_(),
-        "gold": pa.bool_(), "lead_time": pa.float64(),
+        "added_slot": pa.bool_(), "gold": pa.bool_(), "lead_time": pa.float64(),
     }
     types |= {name: pa.int64() for name in (*RATING_FIELDS, *PREDICTED_FIELDS)}
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])

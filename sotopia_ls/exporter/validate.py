@@ -8,10 +8,11 @@ annotation was refused, each episode's model scores (every judge's evaluation ke
 task's meta, else its latest prediction), the audit's findings and the counts that account for
 every annotation (``accounting``). Each row carries the study review's decision on it, read
 from its task's meta (``tasks.REVIEW``) once per task; ``Settings.exclude_rejected`` leaves
-out those marked reject, counted as excluded. Each also says whether its task is one of a
-study's gold episodes (``tasks.GOLD``). It is a pure function of the chunk and the
-``Settings``: what needs every chunk (an annotator who rated an episode again in another task)
-is the parent's, in ``collection``.
+out those marked reject, counted as excluded. Each also says whether the study gateway marked
+it as rated on a slot adaptive extra raters added (``tasks.ADDED_SLOTS``), and whether its
+task is one of a study's gold episodes (``tasks.GOLD``). It is a pure function of the chunk
+and the ``Settings``: what needs every chunk (an annotator who rated an episode again in
+another task) is the parent's, in ``collection``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .. import errors
 from ..dimensions import AGENTS, DIMENSION_KEYS
 from ..labelstudio.results import Problem, evaluation_of, predicted_ratings, read_results, shown
 from ..labelstudio.tasks import (
+    ADDED_SLOTS,
     EVALUATION,
     GOLD,
     JUDGES,
@@ -180,13 +182,14 @@ def _task_columns(task: Task, episode_id: str) -> dict[str, Any]:
 
 
 def _annotation_columns(annotation: Annotation, annotator: str, decision: str,
-                        gold: bool) -> dict[str, Any]:
+                        added: bool, gold: bool) -> dict[str, Any]:
     shown = annotation.prediction
     return {
         "annotation_id": annotation.id,
         "annotator_id": annotator,
         "ground_truth": bool(annotation.ground_truth),
         "review_decision": decision,
+        "added_slot": added,
         "gold": gold,
         "lead_time": _number(annotation.lead_time),
         "created_at": None if annotation.created_at is None else str(annotation.created_at),
@@ -258,28 +261,46 @@ def _audit(task: Task, annotation: Annotation, author: Author, part: Part) -> No
         ))
 
 
+def _refused(task: Task, origin: str, key: str, reason: str) -> errors.InvalidInput:
+    return errors.InvalidInput([errors.Problem(origin, f"task {shown(task.id)}", reason,
+                                               f"meta.{key}")])
+
+
+def _annotation_marks(task: Task, origin: str, key: str, mark: str) -> dict[int, Any]:
+    """``annotation id → mark`` held in the task's ``meta[key]`` ({} without one); anything
+    but an object keyed by annotation ids is refused, naming the task and the field."""
+    marks = getattr(task.meta, key)
+    if marks is None:
+        return {}
+    if not isinstance(marks, dict):
+        raise _refused(task, origin, key, f"not an object of annotation id → {mark}: "
+                       f"{shown(marks)}")
+    for annotation in marks:
+        if not (annotation.isascii() and annotation.isdigit()):
+            raise _refused(task, origin, key, f"{shown(annotation)} is not an annotation id")
+    return {int(annotation): value for annotation, value in marks.items()}
+
+
 def review_decisions(task: Task, origin: str) -> dict[int, str]:
     """``annotation id → decision`` of the study review's marks in the task's meta; a mark
     that is not one is refused, naming the task and the field."""
-    marks = getattr(task.meta, REVIEW)
-    if marks is None:
-        return {}
-
-    def refused(reason: str) -> errors.InvalidInput:
-        return errors.InvalidInput([errors.Problem(origin, f"task {shown(task.id)}", reason,
-                                                   f"meta.{REVIEW}")])
-
-    if not isinstance(marks, dict):
-        raise refused(f"not an object of annotation id → decision: {shown(marks)}")
-    decisions = {}
-    for key, decision in marks.items():
-        if not (key.isascii() and key.isdigit()):
-            raise refused(f"{shown(key)} is not an annotation id")
+    decisions = _annotation_marks(task, origin, REVIEW, "decision")
+    for annotation, decision in decisions.items():
         if decision not in REVIEW_DECISIONS:
-            raise refused(f"annotation {key}: {shown(decision)} is no decision (one of "
-                          f"{', '.join(REVIEW_DECISIONS)})")
-        decisions[int(key)] = decision
+            raise _refused(task, origin, REVIEW, f"annotation {annotation}: {shown(decision)} "
+                           f"is no decision (one of {', '.join(REVIEW_DECISIONS)})")
     return decisions
+
+
+def added_slots(task: Task, origin: str) -> frozenset[int]:
+    """The annotations the study gateway marked as rated on an added slot (``ADDED_SLOTS``,
+    annotation id → slot number, above the first); a mark that is not one is refused."""
+    marked = _annotation_marks(task, origin, ADDED_SLOTS, "slot number")
+    for annotation, slot in marked.items():
+        if not (isinstance(slot, int) and not isinstance(slot, bool) and slot > 1):
+            raise _refused(task, origin, ADDED_SLOTS, f"annotation {annotation}: {shown(slot)} "
+                           "is no added slot's number")
+    return frozenset(marked)
 
 
 def is_gold(task: Task, origin: str) -> bool:
@@ -289,9 +310,7 @@ def is_gold(task: Task, origin: str) -> bool:
     if marks is None:
         return False
     if not (isinstance(marks, dict) and all(value is True for value in marks.values())):
-        raise errors.InvalidInput([errors.Problem(
-            origin, f"task {shown(task.id)}",
-            f"not an object of study name → true: {shown(marks)}", f"meta.{GOLD}")])
+        raise _refused(task, origin, GOLD, f"not an object of study name → true: {shown(marks)}")
     return bool(marks)
 
 
@@ -304,6 +323,7 @@ def _without_rejected(rows: list[dict[str, Any]], tally: Tally) -> list[dict[str
 def add_task(part: Part, task: Task, settings: Settings) -> None:
     """Validate every annotation of one exported task into ``part``."""
     decisions = review_decisions(task, settings.origin)
+    added = added_slots(task, settings.origin)
     gold = is_gold(task, settings.origin)
     tally = part.tally
     tally.tasks += 1
@@ -341,7 +361,8 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
             continue
         fields.update(shared)
         fields.update(_annotation_columns(annotation, annotator,
-                                          decisions.get(annotation.id, ""), gold))
+                                          decisions.get(annotation.id, ""),
+                                          annotation.id in added, gold))
         task_rows.append(fields)
     if settings.overlap is not None and submitted > settings.overlap:
         part.findings.append(Finding(

@@ -18,8 +18,8 @@ from msgspec import Struct
 from ..errors import InvalidInput, Problem
 from ..labelstudio.results import Result, results_of
 from ..labelstudio.tasks import (
-    AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, GOLD, JUDGES, REVIEW, SOURCE_ENVIRONMENT,
-    agent_field,
+    ADDED_SLOTS, AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, GOLD, JUDGES, REVIEW,
+    SOURCE_ENVIRONMENT, agent_field,
 )
 
 
@@ -60,11 +60,11 @@ Data = msgspec.defstruct(
     gc=False,
 )
 # Task meta: the model evaluations kept out of the annotators' sight (``tasks.stored_judges``)
-# the study review's decisions on its annotations and the study gateway's marks of its gold
-# episodes.
+# the study review's decisions on its annotations and the study gateway's marks of those
+# rated on an added slot and of its gold episodes.
 Meta = msgspec.defstruct(
     "Meta", [(EVALUATION, Any, None), (JUDGES, Any, None), (REVIEW, Any, None),
-             (GOLD, Any, None)], gc=False)
+             (ADDED_SLOTS, Any, None), (GOLD, Any, None)], gc=False)
 
 
 class Task(Struct, gc=False):

@@ -16,7 +16,10 @@ meaning. ``stored_judges`` reads both.
 
 A study's review marks its participants' annotations under ``sotopia_review``
 (``{"<annotation id>": decision}``, a decision one of ``REVIEW_DECISIONS``), so that an export
-made without the gateway's database still sees them.
+made without the gateway's database still sees them. The study gateway marks the ratings
+that adaptive extra raters added (slots above k) under ``sotopia_added_slots``
+(``{"<annotation id>": slot number}``, an object like the review's, so that marking one is a
+merge that keeps the others and a repeated mark changes nothing).
 
 The study gateway marks its gold episodes (tasks with reference ratings, rated by any number
 of participants: hidden checks, not part of the sample) under ``sotopia_gold`` (``{"<study
@@ -36,6 +39,7 @@ EVALUATION = "sotopia_evaluation"
 JUDGES = "sotopia_judges"
 REVIEW = "sotopia_review"
 GOLD = "sotopia_gold"
+ADDED_SLOTS = "sotopia_added_slots"
 # The decision whose annotations an export can leave out (``--exclude-rejected``).
 REJECT = "reject"
 REVIEW_DECISIONS: tuple[str, ...] = ("approve", "look", REJECT)

@@ -22,6 +22,7 @@ from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
 from .prolific import API_URL, TOKEN_VARIABLE
 from .settings import (
     DATABASE_ENV,
+    DISAGREEMENT_THRESHOLD,
     MOST_GOLD,
     PASSWORD_PLACES,
     QUALIFYING_DISTANCE,
@@ -129,6 +130,19 @@ def study_command() -> None:
 @click.option("--gold-references", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV in the oTree layout holding the gold episodes' reference ratings (pk: "
               "the episode id) [default: the project's ground-truth annotations].")
+@click.option("--adaptive", "is_adaptive", is_flag=True,
+              help="Adaptive extra raters: an episode whose ratings differ by more than the "
+              "disagreement threshold on any dimension gets one more slot, for the next "
+              "participant, up to --max-raters.")
+@click.option("--disagreement-threshold", type=click.IntRange(0, 20),
+              help="Ratings of an episode disagree when two differ by more than this "
+              f"[default: {DISAGREEMENT_THRESHOLD}] (with --adaptive).")
+@click.option("--max-raters", type=click.IntRange(2, 21),
+              help="Most raters an episode may get, added slots included [default: "
+              "--raters-per-episode + 1] (with --adaptive).")
+@click.option("--target-width", type=click.FloatRange(min=0, min_open=True),
+              help="Stop adding slots once every dimension's alpha interval on the dashboard's "
+              "latest figures is narrower than this (with --adaptive).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=STUDY_FILE, show_default=True, help="Where to write the study file.")
 @click.option("--force", is_flag=True, help="Replace an existing study file.")
@@ -139,8 +153,9 @@ def init_command(
     no_slots_code: str | None, no_slots_link: str | None, title: str, database: str | None,
     secret_env: str, is_qualification: bool, screen_out_code: str | None,
     screen_out_link: str | None, max_distance: int | None, requires_qualification: str | None,
-    gold_share: float, gold_references: Path | None, output: Path, force: bool,
-    url: str | None, api_key: str | None,
+    gold_share: float, gold_references: Path | None, is_adaptive: bool,
+    disagreement_threshold: int | None, max_raters: int | None, target_width: float | None,
+    output: Path, force: bool, url: str | None, api_key: str | None,
 ) -> None:
     """Write a study file for a Label Studio project (checked on the server).
 
@@ -151,12 +166,15 @@ def init_command(
         sotopia-ls study init --name screening --project 4 --completion-code Q1PASS --qualification --screen-out-code Q1OUT --gold-references gold.csv
 
         sotopia-ls study init --name main --project 3 --completion-code C1A2B3 --requires-qualification screening --gold-share 0.2
+
+        sotopia-ls study init --name main --project 3 --completion-code C1A2B3 --adaptive --max-raters 3 --target-width 0.3
     """
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
     qualification = _qualification(is_qualification, screen_out_code, screen_out_link,
                                     max_distance)
+    adaptive = _adaptive(is_adaptive, disagreement_threshold, max_raters, target_width)
     if gold_references is not None and not (is_qualification or gold_share):
         raise click.ClickException("--gold-references needs --qualification or --gold-share: "
                                    "without either the study serves no gold episode")
@@ -174,6 +192,7 @@ def init_command(
             qualification=qualification, requires_qualification=requires_qualification,
             gold_share=gold_share,
             gold_references=str(gold_references.resolve()) if gold_references else None,
+            adaptive=adaptive,
         )
     click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                f"{study.raters_per_episode} raters per episode, "
@@ -183,6 +202,10 @@ def init_command(
                    f"{study.qualification.max_distance} of the reference gets "
                    f"{study.completion_code} and joins its allow-list; the others get "
                    f"{study.qualification.screen_out_code}.")
+    if study.adaptive is not None:
+        click.echo(f"Adaptive extra raters: an episode whose ratings differ by more than "
+                   f"{study.adaptive.threshold} gets one more slot, up to "
+                   f"{study.adaptive.max_raters} raters.")
     if study.requires_qualification:
         click.echo(f"Admits only the allow-list of the qualification round "
                    f"{study.requires_qualification} (on the same database).")
@@ -214,6 +237,20 @@ def _qualification(is_qualification: bool, screen_out_code: str | None,
     rule = {} if max_distance is None else {"max_distance": max_distance}
     return {"screen_out_code": screen_out_code,
             "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
+
+
+def _adaptive(is_adaptive: bool, threshold: int | None, max_raters: int | None,
+              target_width: float | None) -> dict | None:
+    """The study file's ``adaptive`` from ``study init``'s options (None without
+    ``--adaptive``); its options given without it are one line naming the option."""
+    options = [("--disagreement-threshold", "threshold", threshold),
+               ("--max-raters", "max_raters", max_raters),
+               ("--target-width", "target_width", target_width)]
+    given = [(option, field, value) for option, field, value in options if value is not None]
+    if not is_adaptive and given:
+        raise click.ClickException(f"{given[0][0]} applies to adaptive extra raters only: add "
+                                   "--adaptive")
+    return {field: value for _, field, value in given} if is_adaptive else None
 
 
 @study_command.command("serve")

@@ -109,7 +109,7 @@ class Rate(Page):
         study, visit = turn.study, turn.visit
         assignment = leases.lease_for_visit(
             turn.engine, study.name, visit.id, visit.participant_id,
-            k=study.raters_per_episode, lease_seconds=study.lease_seconds,
+            lease_seconds=study.lease_seconds,
             gold_share=leases.GoldShare.of(study),
         )
         if assignment is None:
@@ -141,7 +141,8 @@ class Rate(Page):
         results, problems = checked_results(answers.results, turn.gateway.targets)
         if problems:
             raise NotAccepted(problems)
-        settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode)
+        settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode,
+                                study.adaptive)
         if answers.typing:
             record_typing(turn.engine, settled.id, answers.typing)
         if settled.state == "saving":

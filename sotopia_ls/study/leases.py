@@ -1,4 +1,5 @@
-"""Who rates which episode: k slots per episode, each given out as a lease.
+"""Who rates which episode: k slots per episode (more with adaptive extra raters), each given
+out as a lease.
 
 A participant holds at most one lease at a time. Asking for work first renews the lease the
 visit already holds (a participant who reloads or returns gets the same episode back, if its
@@ -16,6 +17,14 @@ never dropped. A settled rating waits as ``saving`` until a writer claims it
 rating Label Studio refuses is ``failed`` with the reason (``mark_failed``), kept here and
 never tried again until a researcher puts it back (``retry_failed``) or gives its slot to
 another participant (``shelve_failed``).
+
+Adaptive extra raters (``settings.Adaptive``): when a submission completes every slot of its
+episode and the ratings disagree, ``settle`` adds one more slot in the same transaction
+(numbered above the last; ``_add_slot``), so the next participant to ask can take it: it is a
+free slot like any other, leased, expired and settled the same way, and the database alone
+remembers it across restarts and gateways. Leasing counts each episode's own slots, never k.
+A rating settled on a slot above k is recorded in ``store.added_ratings``, for the writer to
+mark in Label Studio.
 
 Gold episodes (``store.gold``: tasks with reference ratings) have no slots: any number of
 participants rate each, once each. A study that uses gold (``GoldShare.of``) decides which of a
@@ -55,8 +64,13 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import StudyError
-from .settings import StudyFile
+from ..labelstudio.results import read_json_results
+from ..scores import RATING_FIELDS
+from .settings import Adaptive, StudyFile
 from .store import (
+    add_once,
+    added_ratings,
+    agreement_snapshots,
     assignments,
     aware,
     episodes,
@@ -237,24 +251,26 @@ def _filled(moment: datetime) -> Any:
     ))
 
 
-def _candidates(conn: Connection, study: str, participant_id: int, k: int,
+def _candidates(conn: Connection, study: str, participant_id: int,
                 moment: datetime) -> list[int]:
+    """Episodes with a free slot the participant never had; each episode's own slots count
+    (k, or more once an extra rater was added)."""
     seen = select(assignments.c.task_id).where(
         assignments.c.study == study, assignments.c.participant_id == participant_id
     )
     filled = _filled(moment)
     query = (
         select(slots.c.task_id)
-        .where(slots.c.study == study, slots.c.slot <= k, slots.c.task_id.not_in(seen))
+        .where(slots.c.study == study, slots.c.task_id.not_in(seen))
         .group_by(slots.c.task_id)
-        .having(filled < k)
+        .having(filled < func.count())
         .order_by(filled.desc(), slots.c.task_id)
         .limit(_CANDIDATES)
     )
     return list(conn.execute(query).scalars())
 
 
-def _take_slot(conn: Connection, study: str, task_id: int, k: int, moment: datetime,
+def _take_slot(conn: Connection, study: str, task_id: int, moment: datetime,
                values: dict[str, Any]) -> int | None:
     """Set ``values`` on one free slot of the task: its number, or None when none is free.
 
@@ -264,8 +280,7 @@ def _take_slot(conn: Connection, study: str, task_id: int, k: int, moment: datet
     """
     seen = conn.execute(
         select(slots.c.slot, slots.c.state, slots.c.assignment_id)
-        .where(slots.c.study == study, slots.c.task_id == task_id, slots.c.slot <= k,
-               _free(moment))
+        .where(slots.c.study == study, slots.c.task_id == task_id, _free(moment))
         .order_by(slots.c.slot)
     ).all()
     for slot, state, previous in seen:
@@ -344,21 +359,21 @@ def _gold_candidate(conn: Connection, study: str, participant_id: int) -> int | 
 
 
 def lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int, *,
-                    k: int, lease_seconds: float,
+                    lease_seconds: float,
                     gold_share: GoldShare | None = None) -> Assignment | None:
     """The assignment the visit should work on now, or None when no episode is left for it;
     ``gold_share`` (``GoldShare.of`` the study) when the study serves gold."""
     try:
-        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds,
+        return _lease_for_visit(engine, study, visit_id, participant_id, lease_seconds,
                                 gold_share)
     except IntegrityError:
         # The same participant asked twice at once (two tabs): the other request's lease stands.
-        return _lease_for_visit(engine, study, visit_id, participant_id, k, lease_seconds,
+        return _lease_for_visit(engine, study, visit_id, participant_id, lease_seconds,
                                 gold_share)
 
 
 def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int,
-                     k: int, lease_seconds: float,
+                     lease_seconds: float,
                      gold_share: GoldShare | None) -> Assignment | None:
     moment, lease = now(), timedelta(seconds=lease_seconds)
     with engine.begin() as conn:
@@ -374,7 +389,7 @@ def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: 
             # one does: nothing in the time a page takes may tell them apart.
             gold_task = _gold_candidate(conn, study, participant_id)
             candidates = [] if gold_share.only else _candidates(conn, study, participant_id,
-                                                                k, moment)
+                                                                moment)
             if gold_task is not None and _gold_turn(conn, gold_share, visit_id, arrived_at):
                 return _new_assignment(conn, study, gold_task, None, participant_id, visit_id,
                                        moment)
@@ -382,11 +397,11 @@ def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: 
                 return None
         for turn in range(_ROUNDS):
             if gold_share is None or turn:
-                candidates = _candidates(conn, study, participant_id, k, moment)
+                candidates = _candidates(conn, study, participant_id, moment)
             if not candidates:
                 return None
             for task_id in candidates:
-                slot = _take_slot(conn, study, task_id, k, moment,
+                slot = _take_slot(conn, study, task_id, moment,
                                   {"state": "leased", "assignment_id": None,
                                    "expires_at": moment + lease})
                 if slot is not None:
@@ -432,13 +447,14 @@ def find(engine: Engine, key: str, participant_id: int) -> Assignment | None:
 
 
 def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]],
-           k: int) -> Assignment:
+           k: int, adaptive: Adaptive | None = None) -> Assignment:
     """Record the submission of ``assignment`` once; returns it as now stored.
 
     ``saving`` when it holds a slot or is a gold episode (it is then sent to Label Studio),
     ``surplus`` when every slot of its episode went to others after its lease expired. A
     second call (a double click, a retried request) changes nothing and returns the first
-    outcome.
+    outcome. A rating on a slot above ``k`` is recorded in ``added_ratings``; with
+    ``adaptive``, a rating that completes its episode's slots may add one (``_add_slot``).
     """
     moment = now()
     with engine.begin() as conn:
@@ -453,29 +469,83 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
         if row.state in COUNTED:
             return Assignment.of(row)
         held = conn.execute(
-            select(slots.c.expires_at).where(
+            select(slots.c.slot, slots.c.expires_at).where(
                 slots.c.study == row.study, slots.c.task_id == row.task_id,
                 slots.c.assignment_id == row.id, slots.c.state == "leased")
         ).first()
-        late = row.state == "expired" or (held is not None and aware(held[0]) < moment)
+        late = row.state == "expired" or (held is not None and aware(held.expires_at) < moment)
         done = {"state": "done", "assignment_id": row.id, "expires_at": None}
+        slot = None  # the slot the rating counts for (none: a gold episode's, or surplus)
         if held is not None:
             conn.execute(update(slots).where(
                 slots.c.study == row.study, slots.c.task_id == row.task_id,
                 slots.c.assignment_id == row.id, slots.c.state == "leased").values(**done))
-            state = "saving"
+            slot, state = held.slot, "saving"
         elif conn.execute(select(_is_gold(row.study, row.task_id))).scalar_one():
             state = "saving"
         else:
-            taken = _take_slot(conn, row.study, row.task_id, k, moment, done)
-            state = "surplus" if taken is None else "saving"
+            slot = _take_slot(conn, row.study, row.task_id, moment, done)
+            state = "surplus" if slot is None else "saving"
         shown = aware(row.first_shown_at) or aware(row.assigned_at)
         conn.execute(update(assignments).where(assignments.c.id == row.id).values(
             state=state, submitted_at=moment, late=int(late), results=results,
             lead_time=(moment - shown).total_seconds(),
         ))
+        if slot is not None and slot > k:
+            conn.execute(insert(added_ratings).values(assignment_id=row.id, slot=slot))
+        if slot is not None and adaptive is not None:
+            _add_slot(conn, row.study, row.task_id, adaptive)
         return Assignment.of(conn.execute(
             select(assignments).where(assignments.c.id == row.id)).one())
+
+
+def disagree(results: list[Any], threshold: int) -> bool:
+    """Whether two of the ratings (each a result list) differ by more than ``threshold`` on
+    some dimension and agent."""
+    flat = [read_json_results(each)[0] for each in results]
+    for name in RATING_FIELDS:
+        scores = [fields[name] for fields in flat if name in fields]
+        if scores and max(scores) - min(scores) > threshold:
+            return True
+    return False
+
+
+def _agreement_narrow(conn: Connection, study: str, width: float | None) -> bool:
+    """Whether the latest agreement snapshot has every dimension's alpha interval narrower
+    than ``width`` (never without a width, a snapshot, or an interval on every dimension)."""
+    if width is None:
+        return False
+    figures = conn.execute(select(agreement_snapshots.c.figures).where(
+        agreement_snapshots.c.study == study)).scalar_one_or_none()
+    if not figures:
+        return False
+    intervals = [(each.get("alpha_low"), each.get("alpha_high")) for each in figures.values()]
+    return all(low is not None and high is not None and high - low < width
+               for low, high in intervals)
+
+
+def _add_slot(conn: Connection, study: str, task_id: int, adaptive: Adaptive) -> None:
+    """One more slot for the episode when every slot it has is done, its ratings disagree
+    (``disagree``), it has fewer than ``max_raters`` slots and the running agreement is not yet
+    narrow enough. Inside the settling transaction, after the episode's slots were locked; the
+    insert is keyed by (study, task, slot), so two gateways deciding at once add one slot."""
+    held = conn.execute(
+        select(slots.c.slot, slots.c.state, assignments.c.results)
+        .outerjoin(assignments, assignments.c.id == slots.c.assignment_id)
+        .where(slots.c.study == study, slots.c.task_id == task_id)).all()
+    if (len(held) >= adaptive.max_raters or any(row.state != "done" for row in held)
+            or not disagree([row.results for row in held], adaptive.threshold)
+            or _agreement_narrow(conn, study, adaptive.target_width)):
+        return
+    add_once(conn, slots, {"study": study, "task_id": task_id,
+                           "slot": max(row.slot for row in held) + 1, "state": "free"})
+
+
+def added_slot(engine: Engine, assignment_id: int) -> int | None:
+    """The slot above k the assignment's rating settled on; None for one of the first k."""
+    with engine.connect() as conn:
+        return conn.execute(select(added_ratings.c.slot).where(
+            added_ratings.c.assignment_id == assignment_id)).scalar_one_or_none()
 
 
 def mark_saved(engine: Engine, assignment_id: int, annotation_id: int) -> None:

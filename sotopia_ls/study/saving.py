@@ -15,6 +15,10 @@ arrival. A rating whose save failed (Label Studio down, a process killed while
 saving) is claimed again by the next sweep; were it saved twice, Label Studio's unique id would
 turn the second into a lookup of the first. A rating Label Studio refuses (a 4xx) is marked
 failed with the reason instead, until a researcher retries it (``retry_saves``).
+
+A rating from a slot adaptive extra raters added (``store.added_ratings``) is marked in its
+task's meta (``tasks.ADDED_SLOTS``) before it counts as saved, so that a failed mark is tried
+again with the save; the export reads the mark into its ``added_slot`` column.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from starlette.concurrency import run_in_threadpool
 from ..config import controls
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..errors import LabelStudioError
-from ..labelstudio.client import Client, ensure_user, save_annotation
+from ..labelstudio.client import Client, ensure_user, merge_meta_of_task, save_annotation
 from ..labelstudio.results import evaluation_results, read_json_results, shape_problems
+from ..labelstudio.tasks import ADDED_SLOTS
 from ..scores import Evaluation
 from .arrival import user_email
 from .leases import (
     Assignment,
+    added_slot,
     claim_saves,
     load,
     mark_failed,
@@ -43,7 +49,7 @@ from .leases import (
     release_claim,
     retry_failed,
 )
-from .store import participants
+from .store import episodes, participants
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -103,8 +109,25 @@ def save(engine: Engine, client: Client, assignment: Assignment) -> int:
         started_at=assignment.first_shown_at or assignment.assigned_at,
         unique_id=str(uuid.UUID(hex=assignment.key)),
     )
+    slot = added_slot(engine, assignment.id)
+    if slot is not None:
+        mark_added_slot(engine, client, assignment, annotation_id, slot)
     mark_saved(engine, assignment.id, annotation_id)
     return annotation_id
+
+
+def mark_added_slot(engine: Engine, client: Client, assignment: Assignment, annotation_id: int,
+                    slot: int) -> None:
+    """Record in the task's meta that the annotation came from an added slot.
+
+    Label Studio replaces a task's meta whole, so two gateways marking ratings of one episode
+    at once could each drop the other's mark: the episode's row in the gateway's database is
+    locked while its meta is read and written, which makes them take turns."""
+    with engine.begin() as conn:
+        conn.execute(select(episodes.c.task_id).where(
+            episodes.c.study == assignment.study, episodes.c.task_id == assignment.task_id)
+            .with_for_update())
+        merge_meta_of_task(client, assignment.task_id, ADDED_SLOTS, {str(annotation_id): slot})
 
 
 def save_waiting(engine: Engine, client: Client, study: str, *, limit: int = 1) -> int:

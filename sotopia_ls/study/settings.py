@@ -57,6 +57,8 @@ _NAME = r"^[a-z0-9][a-z0-9-]{2,40}$"
 QUALIFYING_DISTANCE = 2
 # Hidden gold above half of the assignments would be most of a participant's work.
 MOST_GOLD = 0.5
+# Sotopia-pi's qualification distance, read as the most two raters may differ and still agree.
+DISAGREEMENT_THRESHOLD = QUALIFYING_DISTANCE
 
 
 def secret_bits(key: str) -> float:
@@ -128,6 +130,22 @@ class Qualification(BaseModel):
     _address = field_validator("screen_out_url")(_web_address)
 
 
+class Adaptive(BaseModel):
+    """Adaptive extra raters: an episode whose ratings disagree gets one more slot, up to
+    ``max_raters`` (k + 1 when not given), until the running agreement is narrow enough."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threshold: int = Field(DISAGREEMENT_THRESHOLD, ge=0, le=20, description=(
+        "An episode's ratings disagree when two differ by more than this on any dimension "
+        "and agent."))
+    max_raters: int = Field(ge=2, le=21, description=(
+        "Most raters an episode may get, its added slots included (more than k)."))
+    target_width: float | None = Field(None, gt=0, description=(
+        "Stop adding slots once every dimension's alpha interval in the latest agreement "
+        "snapshot is narrower than this; none: never stop for the agreement."))
+
+
 class StudyFile(BaseModel):
     """One study: its project, how episodes are shared out, and how participants leave."""
 
@@ -168,8 +186,22 @@ class StudyFile(BaseModel):
         DASHBOARD_TOKEN_ENV, pattern=r"^[A-Z_][A-Z0-9_]*$",
         description="Environment variable holding the researcher dashboard's token (unset: "
         "no dashboard).")
+    adaptive: Adaptive | None = Field(None, description=(
+        "Set: an episode whose ratings disagree gets an extra rater (``Adaptive``)."))
 
     _addresses = field_validator("completion_url", "no_slots_url")(_web_address)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_more_rater(cls, data: object) -> object:
+        """``adaptive.max_raters`` defaults to k + 1: one extra rater per episode."""
+        if not isinstance(data, dict) or not isinstance(data.get("adaptive"), dict):
+            return data
+        adaptive = data["adaptive"]
+        k = data.get("raters_per_episode", cls.model_fields["raters_per_episode"].default)
+        if "max_raters" in adaptive or not isinstance(k, int):
+            return data  # a k that is no number is refused as such
+        return {**data, "adaptive": {**adaptive, "max_raters": k + 1}}
 
     @model_validator(mode="after")
     def _one_kind(self) -> StudyFile:
@@ -180,6 +212,12 @@ class StudyFile(BaseModel):
             raise ValueError("a qualification round cannot itself require a qualification")
         if self.requires_qualification == self.name:
             raise ValueError("a study cannot require itself as its qualification")
+        if self.adaptive is not None and self.qualification is not None:
+            raise ValueError("a qualification round serves gold episodes only: it adds no "
+                             "slots (adaptive)")
+        if self.adaptive is not None and self.adaptive.max_raters <= self.raters_per_episode:
+            raise ValueError(f"adaptive.max_raters must be more than raters_per_episode "
+                             f"({self.raters_per_episode}): it counts the added slots too")
         return self
 
     @property

@@ -40,6 +40,8 @@ class StudyStatus:
     failed: list[FailedSave]  # refused by Label Studio: kept here, not tried again until retried
     shelved: int       # refused, then set aside by the researcher: kept here, slot given again
     gold: int          # gold episodes: no slots, any number of raters (a round serves only them)
+    added_slots: int = 0  # slots above k, added for episodes whose ratings disagreed
+    added_rated: int = 0  # of those, rated
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
@@ -56,6 +58,7 @@ class StudyStatus:
             f"  episodes in progress: {self.in_progress}",
             f"  episodes open:        {self.open}",
             *self._gold_lines(study),
+            *self._added_lines(study),
             f"  active leases:        {self.active_leases}",
             f"  participants:         {self.participants} ({self.visits_completed} completed, "
             f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
@@ -77,6 +80,14 @@ class StudyStatus:
             return [f"  gold episodes:        {self.gold} (hidden among the episodes at "
                     f"{study.gold_share:.0%})"]
         return []
+
+    def _added_lines(self, study: StudyFile) -> list[str]:
+        """How many slots adaptive extra raters added, and how many of them were rated."""
+        if study.adaptive is None:
+            return []
+        return [f"  extra slots opened:   {self.added_slots} ({self.added_rated} rated; an "
+                f"episode whose ratings differ by more than {study.adaptive.threshold} gets one, "
+                f"up to {study.adaptive.max_raters} raters)"]
 
     def _stuck_lines(self) -> list[str]:
         """A hint when a rating has waited far longer than the writers' sweeps take."""
@@ -138,6 +149,8 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
         golden = conn.execute(select(func.count()).select_from(gold)
                               .where(gold.c.study == name)).scalar_one()
+        added = conn.execute(select(func.count(), func.coalesce(_count(slots.c.state == "done"), 0))
+                             .where(slots.c.study == name, slots.c.slot > k)).one()
         outcomes = dict(conn.execute(
             select(visits.c.outcome, func.count())
             .join(participants, participants.c.id == visits.c.participant_id)
@@ -161,7 +174,10 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         failed=failed_saves(engine, name),
         shelved=states.get("shelved", 0),
         gold=golden,
+        added_slots=added[0],
+        added_rated=added[1],
     )
+
 
 def running_agreement(engine: Engine, study: StudyFile) -> list[str]:
     """The running agreement's lines: the last snapshot a gateway made, else one computed now

@@ -8,10 +8,12 @@ in Python first:
 
 - ``page_answers``: what a visit answered on a page that keeps its answers (``page.Page``).
 - ``episodes``: the shown part of each task (``study.shown``), so pages need no Label Studio.
-- ``slots``: exactly k rows per episode (task). A slot is ``free``, ``leased`` (held for one
-  assignment until ``expires_at``) or ``done`` (its assignment was submitted). Taking a slot
-  is one ``UPDATE … WHERE`` the slot is free or its lease has expired, so two processes can
-  never both take it.
+- ``slots``: k rows per episode (task), more when adaptive extra raters add one to an
+  episode whose ratings disagree (numbered above k, the (study, task, slot) key making the
+  insert happen once; ``added_ratings`` keeps which ratings settled on one). A slot is
+  ``free``, ``leased`` (held for one assignment until ``expires_at``) or ``done`` (its
+  assignment was submitted). Taking a slot is one ``UPDATE … WHERE`` the slot is free or its
+  lease has expired, so two processes can never both take it.
 - ``gold``: the reference ratings of the study's gold episodes (a qualification round serves
   only these; a main study hides ``gold_share`` of them among its assignments). A gold episode
   has no slots: any number of participants rate it, once each.
@@ -175,6 +177,16 @@ save_failures = Table(
     Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
     Column("reason", Text, nullable=False),
     _time("failed_at", nullable=False),
+)
+
+
+# A rating that settled on a slot above k, one that adaptive extra raters added to its episode
+# (the slot's number kept here: the slot itself may be given again if the rating is shelved).
+# A table of its own, so that databases made before it get it too.
+added_ratings = Table(
+    "added_ratings", metadata,
+    Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
+    Column("slot", Integer, nullable=False),
 )
 
 
