@@ -175,6 +175,43 @@ def test_the_study_file_takes_adaptive_settings_and_refuses_too_few_raters(tmp_p
         make_study(tmp_path, 1, adaptive={"max_raters": 2})
 
 
+def marked(export_file: Path, marks: dict[int, object]) -> Path:
+    """The export file with the gateway's added-slot marks in its tasks' meta."""
+    tasks = json.loads(export_file.read_text())
+    for task in tasks:
+        if task["id"] in marks:
+            task["meta"] = {ADDED_SLOTS: marks[task["id"]]}
+    export_file.write_text(json.dumps(tasks))
+    return export_file
+
+
+def test_an_export_file_marks_added_slot_ratings_and_its_protocol_counts_them(
+        export_file, tmp_path):
+    out = tmp_path / "out"
+    result = invoke(export_command, "--from-file", str(marked(export_file, {2: {"22": 3}})),
+                    "-o", str(out))
+    assert result.exit_code == 0, result.output
+
+    long = pd.read_csv(out / "scores_long.csv")
+    assert set(long.loc[long["added_slot"], "annotation_id"]) == {22}
+    assert json.loads((out / "protocol.json").read_text())["added_slot_annotations"] == 1
+
+
+@pytest.mark.parametrize(("mark", "reason"), [
+    ([22], "not an object of annotation id → slot number: [22]"),
+    ({"twenty-two": 3}, "'twenty-two' is not an annotation id"),
+    ({"22": "3"}, "annotation 22: '3' is no added slot's number"),
+    ({"22": 1}, "annotation 22: 1 is no added slot's number"),
+])
+def test_a_malformed_added_slot_mark_is_one_line_naming_the_task_and_field(
+        export_file, tmp_path, mark, reason):
+    result = invoke(export_command, "--from-file", str(marked(export_file, {2: mark})), "-o",
+                    str(tmp_path / "out"))
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert f"[task 2]: meta.sotopia_added_slots: {reason}" in result.output
+    assert not (tmp_path / "out").exists()
+
+
 # --- two gateways on PostgreSQL -------------------------------------------------------------
 
 
