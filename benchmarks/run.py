@@ -215,6 +215,8 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--study-gold-share", default=0.0, show_default=True,
               type=click.FloatRange(0, 0.5),
               help="Share of each participant's episodes that are hidden gold in the burst.")
+@click.option("--study-adaptive", is_flag=True,
+              help="The burst's study adds an extra rater to each episode whose ratings disagree.")
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
               help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, "
@@ -224,7 +226,7 @@ def backend_rows(tasks: int) -> list[dict]:
 def main(
     episodes: int, annotations: int, annotators: int, batch_size: int, rounds: int,
     live_tasks: int, backend_tasks: int, study_participants: int, study_gateways: int,
-    study_gold_share: float, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
+    study_gold_share: float, study_adaptive: bool, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
 ) -> None:
     """Measure import, export, live export, the stored backend and the study gateway's burst;
     print one table."""
@@ -257,7 +259,8 @@ def main(
     if "study" in parts:
         run_part("study", lambda: study_burst.rows(
             study_burst.measure_burst(study_participants, gateways=study_gateways,
-                                      gold_share=study_gold_share)))
+                                      gold_share=study_gold_share,
+                                      adaptive=study_adaptive)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")

@@ -20,6 +20,11 @@ episodes, their references in a CSV in the oTree layout (random valid ratings), 
 gateway hides that share of each participant's assignments among the others: the ordinary
 episodes are then as many as the rest of the ratings fill, and the gold ones are rated by any
 number of participants (counted apart in the outcome).
+
+With ``adaptive`` (``--study-adaptive``) the study adds an extra rater to each episode whose
+ratings differ by more than 2 (the answers are rows of real studies, so most do): the project
+then holds as many episodes as k + 1 raters each fill, and each episode is checked to have as
+many distinct raters as its slots (k, or k + 1 once one was added).
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -74,6 +78,8 @@ class Figures:
     raters: int
     gateways: int
     gold_share: float = 0.0
+    adaptive: bool = False
+    added_slots: int = 0  # extra slots adaptive raters opened
     page_ready_ms: list[float] = field(default_factory=list)
     submit_ms: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -202,8 +208,16 @@ def _gold_tasks(database: str) -> set[int]:
         return {task for (task,) in db.execute("SELECT task_id FROM gold").fetchall()}
 
 
-def _check(client: Client, project_id: int, figures: Figures, k: int, gold: set[int]) -> None:
-    raters: Counter[int] = Counter()
+def _slots_per_episode(database: str) -> dict[int, int]:
+    with psycopg.connect(database) as db:
+        return dict(db.execute("SELECT task_id, count(*) FROM slots GROUP BY task_id").fetchall())
+
+
+def _check(client: Client, project_id: int, figures: Figures, slots: dict[int, int],
+           gold: set[int]) -> None:
+    """Every ordinary episode has as many distinct raters as slots (k, or more with adaptive
+    extra raters), nobody rated one twice; the ratings counted."""
+    matching = 0
     for task in client.tasks.list(project=project_id, include="id"):
         annotations = client.annotations.list(id=task.id)
         users = {annotation.completed_by for annotation in annotations}
@@ -212,9 +226,10 @@ def _check(client: Client, project_id: int, figures: Figures, k: int, gold: set[
         if task.id in gold:
             figures.gold_ratings += len(annotations)
         else:
-            raters[len(users)] += 1
+            matching += len(users) == slots.get(task.id)
         figures.ratings_in_label_studio += len(annotations)
-    figures.episodes_with_k = raters[k]
+    figures.episodes_with_k = matching
+    figures.added_slots = sum(slots.values()) - figures.raters * len(slots)
 
 
 def _open_slots(database: str) -> int:
@@ -240,16 +255,18 @@ def _drain(database: str, figures: Figures, timeout: float = 600.0) -> None:
 
 def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: int = 1,
                   raters: int = 2, per_participant: int = 2, gold_share: float = 0.0,
-                  seed: int = 0) -> Figures:
+                  adaptive: bool = False, seed: int = 0) -> Figures:
     """Run the burst on fresh servers and check the outcome; see the module's docstring.
 
     The project holds exactly the ordinary episodes the participants can fill
-    (participants × per_participant × (1 - gold_share) / raters); participants recruited after
-    the burst (at most a tenth more) take any slot the greedy assignment left open.
+    (participants × per_participant × (1 - gold_share) / raters, one rater more with
+    ``adaptive``); participants recruited after the burst (at most a tenth more) take any slot
+    the greedy assignment left open.
     """
-    episodes = int(participants * per_participant * (1 - gold_share)) // raters
+    most_raters = raters + 1 if adaptive else raters
+    episodes = int(participants * per_participant * (1 - gold_share)) // most_raters
     gold = GOLD_EPISODES if gold_share else 0
-    figures = Figures(participants, episodes, raters, gateways, gold_share)
+    figures = Figures(participants, episodes, raters, gateways, gold_share, adaptive)
     with tempfile.TemporaryDirectory(prefix="sotopia-study-bench-") as folder:
         work = Path(folder)
         with _label_studio_on_postgres(work) as (running, settings):
@@ -267,7 +284,8 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
                 episodes_per_participant=per_participant, completion_code="BURST1",
                 completion_url="http://127.0.0.1:9/complete?cc=BURST1",
                 database=without_password(database), gold_share=gold_share,
-                gold_references=str(references) if gold else None)
+                gold_references=str(references) if gold else None,
+                adaptive={} if adaptive else None)
             study_file = work / "study.json"
             study_file.write_text(study.model_dump_json())
             env = {**os.environ, "LABEL_STUDIO_URL": running.url,
@@ -292,7 +310,8 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
             finally:
                 for running_gateway in started:
                     running_gateway.stop()
-            _check(client, project.id, figures, raters, _gold_tasks(database))
+            _check(client, project.id, figures, _slots_per_episode(database),
+                   _gold_tasks(database))
     return figures
 
 
@@ -300,14 +319,16 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
     """The burst as rows of the benchmark table."""
     gold = (f", gold {figures.gold_share:.0%} (+{GOLD_EPISODES} gold episodes)"
             if figures.gold_share else "")
+    adaptive = (f", adaptive extra raters ({figures.added_slots} slots added)"
+                if figures.adaptive else "")
     size = (f"{figures.participants} participants within 60 s, {figures.episodes} episodes"
-            f"{gold}, k={figures.raters}, {figures.gateways} gateway process(es), Label Studio "
-            "and gateway on PostgreSQL")
+            f"{gold}, k={figures.raters}{adaptive}, {figures.gateways} gateway process(es), "
+            "Label Studio and gateway on PostgreSQL")
     p95_submit = figures.percentile(figures.submit_ms, 0.95)
     outcome = (f"{len(figures.errors)} errors; {figures.completed} completed "
                f"({figures.top_ups} recruited after the burst for the last open slots); "
-               f"{figures.episodes_with_k}/{figures.episodes} episodes with exactly "
-               f"{figures.raters} distinct raters; {figures.ratings_in_label_studio} ratings in "
+               f"{figures.episodes_with_k}/{figures.episodes} episodes with as many "
+               f"distinct raters as slots (k={figures.raters}, or more when added); {figures.ratings_in_label_studio} ratings in "
                f"Label Studio ({figures.gold_ratings} of them gold), "
                f"{figures.ratings_recorded} recorded by the gateway")
     return [
@@ -329,5 +350,6 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
          "target": "0 errors, every episode k raters, nothing lost",
          "met": (not figures.errors and figures.episodes_with_k == figures.episodes
                  and figures.ratings_in_label_studio == figures.ratings_recorded
-                 == figures.episodes * figures.raters + figures.gold_ratings)},
+                 == figures.episodes * figures.raters + figures.added_slots
+                 + figures.gold_ratings)},
     ]

@@ -35,7 +35,7 @@ from sotopia_ls.study import leases
 from sotopia_ls.study.app import create_app
 from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.saving import save_all_waiting
-from sotopia_ls.study.settings import StudyFile, read_study
+from sotopia_ls.study.settings import StudyFile, read_study, write_study
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import agreement_snapshots, assignments, now, open_store, slots
 
@@ -308,8 +308,10 @@ def test_the_added_rater_is_served_after_a_restart_and_marked_in_the_export(
                "by more than 2 gets one, up to 3 raters)".split() for line in status), status
 
     out = tmp_path / "out"
+    study_file = write_study(study, tmp_path / "study.json")
     result = invoke(export_command, "--project", str(project), "--url", label_studio.url,
-                    "--api-key", label_studio.credentials.api_key, "-o", str(out))
+                    "--api-key", label_studio.credentials.api_key, "-o", str(out),
+                    "--study", str(study_file))
     assert result.exit_code == 0, result.output
     long = pd.read_csv(out / "scores_long.csv")
     flagged = set(long.loc[long["added_slot"], "annotation_id"])
@@ -317,8 +319,14 @@ def test_the_added_rater_is_served_after_a_restart_and_marked_in_the_export(
     assert "added_slot" not in pd.read_csv(out / "scores_wide.csv").columns
     record = json.loads((out / "protocol.json").read_text())
     assert record["added_slot_annotations"] == 1
-    assert "1 annotation came from slots added while the study ran" in (
-        out / "protocol.md").read_text()
+    assert record["studies"][0]["adaptive"] == {"threshold": 2, "max_raters": 3,
+                                                "target_width": None, "slots_added": 1,
+                                                "added_slots_rated": 1}
+    methods = " ".join((out / "protocol.md").read_text().split())
+    assert "1 annotation came from slots added while the study ran" in methods
+    assert ("An episode whose ratings differed by more than 2 points on a dimension got one "
+            "more rater while the study ran, up to 3 raters per episode: 1 slot added, 1 of "
+            "them rated.") in methods
 
 
 @pytest.mark.server

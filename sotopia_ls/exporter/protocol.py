@@ -124,6 +124,16 @@ def _review_prose(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _adaptive_prose(adaptive: Mapping[str, Any]) -> str:
+    until = (f", until every dimension's alpha interval was narrower than "
+             f"{adaptive['target_width']:g}" if adaptive["target_width"] else "")
+    return (f"An episode whose ratings differed by more than {adaptive['threshold']} points on a "
+            f"dimension got one more rater while the study ran, up to "
+            f"{adaptive['max_raters']} raters per episode{until}: "
+            f"{counted(adaptive['slots_added'], 'slot')} added, "
+            f"{adaptive['added_slots_rated']} of them rated.")
+
+
 def _study_prose(study: Mapping[str, Any]) -> list[str]:
     sessions, qualification = study["sessions"], study["qualification"]
     lines = [f"{counted(study['participants'], 'participant')} took part in "
@@ -148,6 +158,8 @@ def _study_prose(study: Mapping[str, Any]) -> list[str]:
         lines.append(f"{_percent(study['gold_share'])} of a participant's episodes were gold "
                      f"episodes with reference ratings, served like any other: "
                      f"{study['gold_ratings']} of {study['ratings']} ratings.")
+    if study["adaptive"]:
+        lines.append(_adaptive_prose(study["adaptive"]))
     if study["median_minutes_per_episode"] is not None:
         lines.append(f"The median time on an episode was "
                      f"{_minutes(study['median_minutes_per_episode'])}.")

@@ -541,6 +541,23 @@ def _add_slot(conn: Connection, study: str, task_id: int, adaptive: Adaptive) ->
                            "slot": max(row.slot for row in held) + 1, "state": "free"})
 
 
+@dataclass(frozen=True)
+class AddedSlots:
+    """The slots adaptive extra raters added to a study's episodes (above k), and how many of
+    them were rated."""
+
+    opened: int
+    rated: int
+
+
+def added_slots(engine: Engine, study: str, k: int) -> AddedSlots:
+    added = and_(slots.c.study == study, slots.c.slot > k)
+    with engine.connect() as conn:
+        opened, rated = conn.execute(select(
+            func.count(), func.count().filter(slots.c.state == "done")).where(added)).one()
+    return AddedSlots(opened, rated)
+
+
 def added_slot(engine: Engine, assignment_id: int) -> int | None:
     """The slot above k the assignment's rating settled on; None for one of the first k."""
     with engine.connect() as conn:

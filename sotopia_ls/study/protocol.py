@@ -19,7 +19,7 @@ from sqlalchemy import Engine, and_, func, select
 
 from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
-from .leases import COUNTED
+from .leases import COUNTED, added_slots
 from .qualification import verdicts
 from .review import DECISIONS, NOT_ADMITTED, thresholds
 from .settings import StudyFile, read_study
@@ -62,6 +62,16 @@ def _qualification(engine: Engine, study: StudyFile) -> dict[str, Any] | None:
     return None
 
 
+def _adaptive(engine: Engine, study: StudyFile) -> dict[str, Any] | None:
+    """Adaptive extra raters: the settings and how many slots were added and rated; None
+    when the study does not add any."""
+    if study.adaptive is None:
+        return None
+    added = added_slots(engine, study.name, study.raters_per_episode)
+    return {**study.adaptive.model_dump(), "slots_added": added.opened,
+            "added_slots_rated": added.rated}
+
+
 def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
     """The study's design and what its gateway recorded, as counts and settings (no ids)."""
     name = study.name
@@ -101,6 +111,7 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
         "ratings": len(times),
         "gold_ratings": gold_ratings,
         "median_minutes_per_episode": median_minutes([t for t in times if t is not None]),
+        "adaptive": _adaptive(engine, study),
         # Only a qualification round screens out.
         "decisions": {kind: decided.get(kind, 0) for kind in (
             DECISIONS if study.qualification is not None else REVIEW_DECISIONS)},

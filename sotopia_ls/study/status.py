@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, and_, case, func, select
 
-from .leases import COUNTED, FailedSave, failed_saves
+from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
 from .live import agreement_lines, latest_snapshot, live_figures
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
@@ -40,8 +40,7 @@ class StudyStatus:
     failed: list[FailedSave]  # refused by Label Studio: kept here, not tried again until retried
     shelved: int       # refused, then set aside by the researcher: kept here, slot given again
     gold: int          # gold episodes: no slots, any number of raters (a round serves only them)
-    added_slots: int = 0  # slots above k, added for episodes whose ratings disagreed
-    added_rated: int = 0  # of those, rated
+    added: AddedSlots = AddedSlots(0, 0)  # by adaptive extra raters, for disagreeing episodes
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
@@ -85,7 +84,7 @@ class StudyStatus:
         """How many slots adaptive extra raters added, and how many of them were rated."""
         if study.adaptive is None:
             return []
-        return [f"  extra slots opened:   {self.added_slots} ({self.added_rated} rated; an "
+        return [f"  extra slots opened:   {self.added.opened} ({self.added.rated} rated; an "
                 f"episode whose ratings differ by more than {study.adaptive.threshold} gets one, "
                 f"up to {study.adaptive.max_raters} raters)"]
 
@@ -149,8 +148,6 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
         golden = conn.execute(select(func.count()).select_from(gold)
                               .where(gold.c.study == name)).scalar_one()
-        added = conn.execute(select(func.count(), func.coalesce(_count(slots.c.state == "done"), 0))
-                             .where(slots.c.study == name, slots.c.slot > k)).one()
         outcomes = dict(conn.execute(
             select(visits.c.outcome, func.count())
             .join(participants, participants.c.id == visits.c.participant_id)
@@ -174,8 +171,7 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         failed=failed_saves(engine, name),
         shelved=states.get("shelved", 0),
         gold=golden,
-        added_slots=added[0],
-        added_rated=added[1],
+        added=added_slots(engine, name, k),
     )
 
 
