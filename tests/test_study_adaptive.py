@@ -22,7 +22,7 @@ from sqlalchemy import Engine, func, insert, select, update
 from starlette.testclient import TestClient
 
 from conftest import invoke, results_of
-from study_support import EDITOR, Participant, make_study, study_project
+from study_support import EDITOR, Participant, gateway_env, make_study, study_project
 from test_postgres import study_database
 from test_study_leases import lease, setup, visitor
 from sotopia_ls.cli import main
@@ -35,7 +35,14 @@ from sotopia_ls.study import leases
 from sotopia_ls.study.app import create_app
 from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.saving import save_all_waiting
-from sotopia_ls.study.settings import StudyFile, read_study, write_study
+from sotopia_ls.study.process import start_gateway
+from sotopia_ls.study.settings import (
+    DATABASE_ENV,
+    StudyFile,
+    read_study,
+    without_password,
+    write_study,
+)
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import agreement_snapshots, assignments, now, open_store, slots
 
@@ -58,9 +65,10 @@ def rate(engine: Engine, study: StudyFile, goal: int) -> leases.Assignment:
     return leases.settle(engine, taken, rating(goal), study.raters_per_episode, study.adaptive)
 
 
-def slot_numbers(engine: Engine, task: int) -> list[int]:
+def slot_numbers(engine: Engine, task: int, study: str = "pilot") -> list[int]:
     with engine.connect() as conn:
-        return sorted(conn.execute(select(slots.c.slot).where(slots.c.task_id == task)).scalars())
+        return sorted(conn.execute(select(slots.c.slot).where(
+            slots.c.study == study, slots.c.task_id == task)).scalars())
 
 
 @pytest.fixture
@@ -250,6 +258,56 @@ def test_on_postgresql_two_gateways_settling_the_disagreeing_ratings_at_once_ope
     assert settled == 6
     engine.dispose()
     other.dispose()
+
+
+@pytest.mark.server
+@pytest.mark.postgres
+def test_two_served_gateways_on_one_postgresql_database_open_one_extra_slot(
+        postgres_url, label_studio: LocalServer, ls_client: Client, project_title: str,
+        tmp_path: Path):
+    project = study_project(ls_client, project_title, episodes=2)
+    # A study of its own on the module's database, which the test above used too.
+    study = make_study(tmp_path, project, name="served", episodes_per_participant=1,
+                       database=without_password(postgres_url), adaptive=ADAPTIVE)
+    study_file = write_study(study, tmp_path / "study.json")
+    env = gateway_env(label_studio.url, label_studio.credentials.api_key, SECRET) | {
+        DATABASE_ENV: postgres_url}
+    gateways = [start_gateway(study_file, env) for _ in range(2)]
+    try:
+        pair = [Participant.of(gateway.url, study="served") for gateway in gateways]
+        for participant in pair:
+            participant.begin()
+        start = threading.Barrier(2)
+
+        def submit(participant: Participant, goal: int) -> int:
+            start.wait()
+            return participant.submit(rating(goal)).status_code
+
+        answered: list[int] = []
+        both = [threading.Thread(target=lambda p=p, g=g: answered.append(submit(p, g)))
+                for p, g in zip(pair, (10, 0))]
+        for thread in both:
+            thread.start()
+        for thread in both:
+            thread.join()
+        assert answered == [200, 200]
+
+        engine = open_store(postgres_url)
+        with engine.connect() as conn:
+            episode = conn.execute(select(assignments.c.task_id).where(
+                assignments.c.key == pair[0].boot["assignment"])).scalar_one()
+        assert slot_numbers(engine, episode, "served") == [1, 2, 3]
+        third = Participant.of(gateways[1].url, study="served")
+        third.begin()
+        with engine.connect() as conn:
+            assert conn.execute(select(slots.c.slot).where(
+                slots.c.study == "served", slots.c.task_id == episode, slots.c.assignment_id == select(assignments.c.id)
+                .where(assignments.c.key == third.boot["assignment"]).scalar_subquery())
+            ).scalar_one() == 3
+        engine.dispose()
+    finally:
+        for gateway in gateways:
+            gateway.stop()
 
 
 # --- the gateway and the export, on the real Label Studio -----------------------------------
