@@ -217,17 +217,17 @@ def in_process(client: Client, tmp: Path, token: str | None) -> InProcess:
 
 def test_a_submission_never_waits_for_the_running_agreement(
         ls_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The figures are computed in a thread of their own: held there as long as the test
-    likes, they hold up no participant, and are saved once let go."""
+    """The figures are computed off the request path: held there as long as the test likes,
+    they hold up no participant, and are saved once let go."""
     held, release = threading.Event(), threading.Event()
-    computed = live.live_figures
+    computed = live.LiveFigures.computed
 
-    def slow_figures(*args: object, **kwargs: object) -> live.Snapshot:
+    def slow(self: live.LiveFigures, pool: object) -> object:
         held.set()
         release.wait(120)
-        return computed(*args, **kwargs)
+        return computed(self, pool)
 
-    monkeypatch.setattr(live, "live_figures", slow_figures)
+    monkeypatch.setattr(live.LiveFigures, "computed", slow)
     monkeypatch.setattr(live, "CHECK_SECONDS", 0.2)
     setup = in_process(ls_client, tmp_path, token=None)
     with TestClient(setup.app, base_url="http://127.0.0.1") as http:

@@ -27,7 +27,7 @@ submissions go to the gateway, which saves them with the owner's key.
 No request waits on Label Studio: the shown data is copied into the gateway's database at
 start (``gateway.prepare_gateway``), and ratings (and, with a participant's first one, their
 user) are written behind by ``LabelStudioWriter``; the running agreement is computed in a
-thread of its own (``live.LiveFigures``). Endpoints are ``async`` and hand the
+worker process of its own (``live.LiveFigures``). Endpoints are ``async`` and hand the
 blocking work (the database, a page's methods) to Starlette's thread pool.
 """
 
@@ -54,7 +54,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from . import arrival
-from .dashboard import Dashboard, dashboard_routes
+from .dashboard import Dashboard, dashboard_routes, participant_rows
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
 from .live import LiveFigures
@@ -133,7 +133,8 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
     script_paths = tuple(f"/{page.submit.path}" for page in pages
                          if isinstance(page.submit, Script))
     dashboard = Dashboard(engine, study) if dashboard_token else None
-    live = LiveFigures(engine, study, also=dashboard.refresh if dashboard else None)
+    live = LiveFigures(engine, study, extra=participant_rows if dashboard else None,
+                       also=dashboard.refresh if dashboard else None)
 
     def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         return templates.TemplateResponse(

@@ -16,7 +16,8 @@ compared in constant time and never written to a page, a log or an answer.
 What it shows is made off the request path (``Dashboard.refresh``, run by
 ``live.LiveFigures`` in its thread): progress (episodes, slots, saves) every few seconds, and
 with each new snapshot of the running agreement the participants and their flags
-(``review.review_rows``); a request only reads the last of it.
+(``review.review_rows``, computed in the snapshot's worker process); a request only reads the
+last of it.
 """
 
 from __future__ import annotations
@@ -141,16 +142,14 @@ class Dashboard:
         self._shown: dict[str, Any] = {"study": study.name, "updated_at": None,
                                        "progress": None, "agreement": None, "participants": []}
 
-    def refresh(self, new_snapshot: bool) -> None:
-        """Progress now; the agreement and the participants when a new snapshot was made (or
-        another gateway's was, or none was read yet)."""
+    def refresh(self, participants: list[dict[str, Any]] | None) -> None:
+        """Progress and the latest snapshot now; ``participants`` (``participant_rows``, made
+        by the snapshot's worker with each snapshot) when given."""
         shown = dict(self.shown())
         shown["progress"] = progress(self.engine, self.study)
-        snapshot = latest_snapshot(self.engine, self.study.name)
-        agreement = agreement_view(snapshot)
-        if new_snapshot or agreement != shown["agreement"] or shown["updated_at"] is None:
-            shown["participants"] = participant_rows(self.engine, self.study)
-        shown["agreement"] = agreement
+        shown["agreement"] = agreement_view(latest_snapshot(self.engine, self.study.name))
+        if participants is not None:
+            shown["participants"] = participants
         shown["updated_at"] = now().isoformat()
         with self._lock:
             self._shown = shown

@@ -15,18 +15,21 @@ interval α, the report's ``alpha``) and ``ac`` (Gwet's AC2 with ordinal weights
 null where the ratings cannot give a figure yet.
 
 ``LiveFigures.run`` (started by the gateway's lifespan, in each gateway process) looks every
-``CHECK_SECONDS`` whether ratings arrived and, when they did, computes the figures in a thread,
-never on a participant's request, and replaces the study's snapshot row whole; it waits at least
-``BUSY_FACTOR`` times the last computation's length between two, so that however large the
-study grows the computation takes a small share of a core.
+``CHECK_SECONDS`` whether ratings arrived and, when they did, has the figures computed in a
+worker process (never on a participant's request, nor holding the lock of the gateway's Python
+threads), which replaces the study's snapshot row whole; it waits at least ``BUSY_FACTOR``
+times the last computation's length between two, so that however large the study grows the
+computation takes a small share of a core.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -40,11 +43,16 @@ from ..exporter.agreement import agreement_table
 from ..exporter.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
 from ..exporter.gwet import gwet_table
 from ..exporter.reliability import UNIT, rated_units
-from ..exporter.tables import annotation_table, scores_long
+from ..exporter.tables import (
+    ANNOTATION_COLUMNS,
+    annotation_schema,
+    annotation_table,
+    scores_long,
+)
 from ..labelstudio.results import read_json_results
 from ..labelstudio.tasks import EPISODE_ID
 from .settings import StudyFile
-from .store import agreement_snapshots, assignments, aware, episode_ids, gold, now
+from .store import agreement_snapshots, assignments, aware, episode_ids, gold, now, open_store
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -52,6 +60,9 @@ log = logging.getLogger("sotopia_ls.study")
 RATED = ("saving", "saved")
 CHECK_SECONDS = 3.0
 BUSY_FACTOR = 4.0
+# What the worker computes besides the figures, from the gateway's database: a module-level
+# function (a worker process receives it by name).
+Extra = Callable[[Engine, StudyFile], Any]
 # figure name → (the report's column, its table): "agreement" or "gwet".
 FIGURES = {
     "alpha": ("alpha", "agreement"), "alpha_low": ("alpha_ci_low", "agreement"),
@@ -98,19 +109,27 @@ def _rated_rows(engine: Engine, study: str) -> list[Any]:
                       assignments.c.ls_annotation_id, assignments.c.id)).all())
 
 
+def _blank_row() -> dict[str, Any]:
+    """The exporter's annotation columns, each empty for its type (no text, false, null)."""
+    import pyarrow as pa
+
+    return {field.name: False if pa.types.is_boolean(field.type)
+            else "" if pa.types.is_string(field.type) else None
+            for field in annotation_schema() if field.name in ANNOTATION_COLUMNS}
+
+
 def ratings_long(engine: Engine, study: str) -> pd.DataFrame:
     """``scores_long`` of the study's ratings so far, as an export of the project would give
-    it (annotators named by their participant number, which no figure uses)."""
-    rows = []
-    # A rating not saved yet has no annotation id: its assignment's, negated, cannot meet one.
+    it (annotators named by their participant number; the columns no figure reads empty)."""
+    blank, rows = _blank_row(), []
     for row in _rated_rows(engine, study):
         fields, _ = read_json_results(row.results)  # checked when submitted
-        rows.append(fields | {
+        rows.append(blank | fields | {
+            # A rating not saved yet has no annotation id: its assignment's, negated, cannot
+            # meet one.
             "task_id": row.task_id, "annotation_id": row.ls_annotation_id or -row.id,
             "episode_id": row.episode_id, "annotator_id": f"participant-{row.participant_id}",
-            "ground_truth": False, "lead_time": row.lead_time, "created_at": None,
-            "source_tag": "", "models": "", "agent_1_name": "", "agent_2_name": "",
-            "prediction_model_version": "", "review_decision": "", "added_slot": False,
+            "lead_time": row.lead_time,
         })
     return scores_long(annotation_table(rows))
 
@@ -193,36 +212,68 @@ def agreement_lines(snapshot: Snapshot) -> list[str]:
     return lines
 
 
-class LiveFigures:
-    """Keeps the study's snapshot current while the gateway runs, off the request path;
-    ``also`` (the dashboard's) runs in the same thread after every check."""
+def _store(url: str) -> Engine:
+    """The worker process's engine on the gateway's database, made once."""
+    if url not in _ENGINES:
+        _ENGINES[url] = open_store(url)
+    return _ENGINES[url]
 
-    def __init__(self, engine: Engine, study: StudyFile,
-                 also: Callable[[bool], None] | None = None) -> None:
-        self.engine, self.study, self.also = engine, study, also
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def compute(url: str, study: StudyFile, extra: Extra | None) -> Any:
+    """In the worker process: the running agreement computed and saved, then ``extra`` (the
+    dashboard's participants) computed on the same database; its result."""
+    engine = _store(url)
+    save_snapshot(engine, study.name, live_figures(engine, study))
+    return extra(engine, study) if extra is not None else None
+
+
+class LiveFigures:
+    """Keeps the study's snapshot current while the gateway runs, off the request path.
+
+    A thread of the gateway checks for new ratings; the figures are computed in a worker
+    process of their own, so that a computation (pandas, much of it holding Python's lock)
+    never slows the threads answering participants. ``extra`` is computed there with each
+    snapshot and its result handed to ``also``, which the thread calls after every check
+    (with None when no snapshot was made): the dashboard's.
+    """
+
+    def __init__(self, engine: Engine, study: StudyFile, *, extra: Extra | None = None,
+                 also: Callable[[Any], None] | None = None) -> None:
+        self.engine, self.study, self.extra, self.also = engine, study, extra, also
+        self._url = engine.url.render_as_string(hide_password=False)
         self._seen: tuple[int, int | None] | None = None
         self._next = 0.0
 
-    def check(self) -> bool:
+    def computed(self, pool: Executor) -> Any:
+        """The snapshot made and saved by the worker; ``extra``'s result."""
+        return pool.submit(compute, self._url, self.study, self.extra).result()
+
+    def check(self, pool: Executor) -> bool:
         """Compute and save the figures if ratings arrived and the last computation is far
         enough behind; whether it did."""
         seen = arrivals(self.engine, self.study.name)
         due = seen != self._seen and time.monotonic() >= self._next
         started = time.monotonic()
+        result = self.computed(pool) if due else None
         if due:
-            save_snapshot(self.engine, self.study.name, live_figures(self.engine, self.study))
             self._seen = seen
-        if self.also is not None:
-            self.also(due)
-        if due:
             self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
+        if self.also is not None:
+            self.also(result)
         return due
 
     async def run(self) -> None:
         """Until cancelled (the app's lifespan starts and ends it)."""
-        while True:
-            try:
-                await asyncio.to_thread(self.check)
-            except Exception:  # the figures outlive any one failure; it is logged
-                log.exception("computing the running agreement failed; tried again shortly")
-            await asyncio.sleep(CHECK_SECONDS)
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            while True:
+                try:
+                    await asyncio.to_thread(self.check, pool)
+                except Exception:  # the figures outlive any one failure; it is logged
+                    log.exception("computing the running agreement failed; tried again shortly")
+                await asyncio.sleep(CHECK_SECONDS)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
