@@ -27,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -230,6 +232,18 @@ def compute(url: str, study: StudyFile, extra: Extra | None) -> Any:
     return extra(engine, study) if extra is not None else None
 
 
+def _follow(parent: int) -> None:
+    """In the worker process: end as soon as the gateway that started it is gone, killed
+    included (a worker would otherwise wait for work forever)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 class LiveFigures:
     """Keeps the study's snapshot current while the gateway runs, off the request path.
 
@@ -267,7 +281,8 @@ class LiveFigures:
 
     async def run(self) -> None:
         """Until cancelled (the app's lifespan starts and ends it)."""
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_follow, initargs=(os.getpid(),))
         try:
             while True:
                 try:
