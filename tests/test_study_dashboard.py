@@ -274,3 +274,30 @@ def test_signing_in_with_a_wrong_token_sets_no_cookie(ls_client: Client, tmp_pat
     assert "SameSite=strict" in cookie and token not in cookie
     assert http.get("/researcher/pilot").status_code == 200
     assert http.get("/researcher/pilot/figures").json()["study"] == "pilot"
+
+
+def test_study_status_computes_the_agreement_once_when_no_gateway_has(ls_client: Client,
+                                                                      tmp_path: Path):
+    setup = in_process(ls_client, tmp_path, token=None)
+    rate_all(Participant(TestClient(setup.app, base_url="http://127.0.0.1")), [1])
+    study_file = tmp_path / "study.json"
+    study_file.write_text(setup.study.model_dump_json())
+
+    shown = invoke(main, "study", "status", "--study", str(study_file))
+
+    assert shown.exit_code == 0, shown.output
+    assert "running agreement on 1 ratings" in shown.output
+    assert f"{'goal':<18} α – (no interval yet)" in shown.output
+    assert live.latest_snapshot(setup.engine, "pilot") is None  # a gateway keeps the snapshot
+
+
+def test_two_gateways_writing_the_snapshot_leave_one_row(tmp_path: Path):
+    engine = open_store(f"sqlite:///{tmp_path / 'gateway.sqlite3'}")
+    figures = {key: {"alpha": None, "pairs": 0} for key in RUBRIC.keys}
+    first = live.Snapshot(live.now(), 10, figures)
+    later = live.Snapshot(live.now(), 12, {**figures, "goal": {"alpha": 0.5, "pairs": 3}})
+
+    for snapshot in (first, later, first, later):
+        live.save_snapshot(engine, "pilot", snapshot)
+
+    assert live.latest_snapshot(engine, "pilot") == later
