@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -244,6 +245,13 @@ def _follow(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def _worker() -> ProcessPoolExecutor:
+    """One worker process, started afresh (spawned: nothing of the gateway's threads or open
+    connections is copied into it)."""
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_follow, initargs=(os.getpid(),))
+
+
 class LiveFigures:
     """Keeps the study's snapshot current while the gateway runs, off the request path.
 
@@ -281,12 +289,15 @@ class LiveFigures:
 
     async def run(self) -> None:
         """Until cancelled (the app's lifespan starts and ends it)."""
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_follow, initargs=(os.getpid(),))
+        pool = _worker()
         try:
             while True:
                 try:
                     await asyncio.to_thread(self.check, pool)
+                except BrokenProcessPool:  # the worker died (killed, out of memory): a new one
+                    log.warning("the running agreement's worker process ended; starting another")
+                    pool.shutdown(wait=False)
+                    pool = _worker()
                 except Exception:  # the figures outlive any one failure; it is logged
                     log.exception("computing the running agreement failed; tried again shortly")
                 await asyncio.sleep(CHECK_SECONDS)
