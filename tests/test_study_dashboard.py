@@ -230,16 +230,19 @@ def test_a_submission_never_waits_for_the_running_agreement(
     monkeypatch.setattr(live.LiveFigures, "computed", slow)
     monkeypatch.setattr(live, "CHECK_SECONDS", 0.2)
     setup = in_process(ls_client, tmp_path, token=None)
-    with TestClient(setup.app, base_url="http://127.0.0.1") as http:
+    with TestClient(setup.app, base_url="http://127.0.0.1") as first, \
+            TestClient(setup.app, base_url="http://127.0.0.1") as second:
+        rate_all(Participant(first), [1])
         assert held.wait(30), "the running agreement was never computed"
         pages: list[list[str]] = []
-        submitted = threading.Thread(target=lambda: pages.append(rate_all(Participant(http), [1])))
+        submitted = threading.Thread(target=lambda: pages.append(rate_all(Participant(second),
+                                                                           [2])))
         submitted.start()
         submitted.join(60)
         release.set()
         assert pages, "the submission waited for the running agreement (or failed)"
         wait_for(lambda: (found := live.latest_snapshot(setup.engine, "pilot"))
-                 and found.ratings == 1, "snapshot of the rating")
+                 and found.ratings == 2, "snapshot of both ratings")
 
 
 def test_without_its_token_the_dashboard_is_not_there(ls_client: Client, tmp_path: Path,

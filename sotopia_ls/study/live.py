@@ -277,7 +277,8 @@ class LiveFigures:
         """Compute and save the figures if ratings arrived and the last computation is far
         enough behind; whether it did."""
         seen = arrivals(self.engine, self.study.name)
-        due = seen != self._seen and time.monotonic() >= self._next
+        # Without a rating there is nothing to compute: an idle gateway starts no worker.
+        due = seen[0] > 0 and seen != self._seen and time.monotonic() >= self._next
         started = time.monotonic()
         result = self.computed(pool) if due else None
         if due:
