@@ -169,6 +169,21 @@ def test_a_participant_who_had_every_gold_episode_gets_ordinary_ones(tmp_path):
     assert len(set(rated)) == 10 and sorted(set(rated) & set(GOLD)) == GOLD
 
 
+def test_gold_is_work_for_an_arrival_until_they_had_every_gold_episode(tmp_path):
+    engine, study = on_database(tmp_path, qualification=QUALIFICATION,
+                                episodes_per_participant=len(GOLD) + 1)
+    visit = visitor(engine, study)
+    for _ in GOLD:
+        assert leases.has_work(engine, study.name, visit.id, visit.participant_id,
+                               leases.GoldShare.of(study))
+        leases.settle(engine, lease(engine, study, visit), RESULTS, study.raters_per_episode)
+
+    # A qualification round serves gold only: with every one had, nothing is left.
+    assert not leases.has_work(engine, study.name, visit.id, visit.participant_id,
+                               leases.GoldShare.of(study))
+    assert lease(engine, study, visit) is None
+
+
 def test_a_gold_lease_is_renewed_never_expires_and_records_one_submission(tmp_path):
     engine, study = on_database(tmp_path, qualification=QUALIFICATION)
     visit = visitor(engine, study)

@@ -74,6 +74,27 @@ def test_each_episode_gets_exactly_k_distinct_raters_then_nobody_else(sqlite_stu
     check_invariants(engine, study)
 
 
+def work_for(engine: Engine, study: StudyFile, visit: arrival.Visit) -> bool:
+    return leases.has_work(engine, study.name, visit.id, visit.participant_id)
+
+
+def test_whether_an_arrival_has_work_is_read_without_taking_a_slot(sqlite_study):
+    engine, study = sqlite_study
+    latecomer = visitor(engine, study)
+    assert work_for(engine, study, latecomer)
+    with engine.connect() as conn:
+        assert conn.execute(select(assignments)).first() is None  # nothing leased by asking
+    holder = visitor(engine, study)
+    held = lease(engine, study, holder)
+    for _ in range(len(TASKS) * 2 - 1):
+        rate(engine, study, visitor(engine, study))
+
+    assert not work_for(engine, study, latecomer)  # the study is full
+    assert work_for(engine, study, holder)  # the last lease's holder goes on to rate
+    leases.settle(engine, held, RESULTS, study.raters_per_episode)
+    assert not work_for(engine, study, holder)
+
+
 def test_the_next_participant_completes_the_episode_that_already_has_a_rater(sqlite_study):
     engine, study = sqlite_study
     first = lease(engine, study, visitor(engine, study))

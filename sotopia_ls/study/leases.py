@@ -358,6 +358,34 @@ def _gold_candidate(conn: Connection, study: str, participant_id: int) -> int | 
     return secrets.choice([task for task, count in rows if count == least])
 
 
+def _gold_due(conn: Connection, share: GoldShare, study: str, participant_id: int,
+              visit_id: int, arrived_at: datetime) -> int | None:
+    """The gold episode the visit's next position gets; None when that position is not a
+    gold one or the participant had every gold episode."""
+    task = _gold_candidate(conn, study, participant_id)
+    return task if task is not None and _gold_turn(conn, share, visit_id, arrived_at) else None
+
+
+def has_work(engine: Engine, study: str, visit_id: int, participant_id: int,
+             gold_share: GoldShare | None = None) -> bool:
+    """Whether ``lease_for_visit`` would give the visit an episode now, read without taking
+    one: the lease it holds, else the gold episode its next position gets, else a free slot
+    it may take (a qualification round has no slots). Another gateway may take that slot
+    before the visit asks, so True promises nothing; False is final for this moment."""
+    with engine.connect() as conn:
+        if conn.execute(select(assignments.c.id).where(
+                assignments.c.visit_id == visit_id, assignments.c.state == "leased")).first():
+            return True
+        if gold_share is not None:
+            arrived_at = conn.execute(select(visits.c.arrived_at)
+                                      .where(visits.c.id == visit_id)).scalar_one()
+            if _gold_due(conn, gold_share, study, participant_id, visit_id, arrived_at):
+                return True
+            if gold_share.only:
+                return False
+        return bool(_candidates(conn, study, participant_id, now()))
+
+
 def lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int, *,
                     lease_seconds: float,
                     gold_share: GoldShare | None = None) -> Assignment | None:
@@ -387,10 +415,10 @@ def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: 
         if gold_share is not None:
             # Both looked up on every turn, so that a gold turn costs the queries an ordinary
             # one does: nothing in the time a page takes may tell them apart.
-            gold_task = _gold_candidate(conn, study, participant_id)
+            gold_task = _gold_due(conn, gold_share, study, participant_id, visit_id, arrived_at)
             candidates = [] if gold_share.only else _candidates(conn, study, participant_id,
                                                                 moment)
-            if gold_task is not None and _gold_turn(conn, gold_share, visit_id, arrived_at):
+            if gold_task is not None:
                 return _new_assignment(conn, study, gold_task, None, participant_id, visit_id,
                                        moment)
             if gold_share.only:
