@@ -8,6 +8,8 @@ participant's submission.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
 import threading
 import time
@@ -20,7 +22,7 @@ import httpx
 import pandas as pd
 import pytest
 from playwright.sync_api import expect
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 from starlette.testclient import TestClient
 
 from browser import chromium_page
@@ -30,10 +32,11 @@ from study_support import (
     Participant,
     gateway_env,
     make_study,
-    prolific_id,
     study_project,
     wait_until_saved,
 )
+from test_study_leases import rate, setup, visitor
+from test_study_qualification import completed, round_database
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import RUBRIC
 from sotopia_ls.errors import StudyError
@@ -46,7 +49,8 @@ from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.serve import dashboard_notice
 from sotopia_ls.study.settings import DASHBOARD_TOKEN_ENV, StudyFile
-from sotopia_ls.study.store import open_store
+from sotopia_ls.study.status import study_status
+from sotopia_ls.study.store import agreement_snapshots, open_store
 
 pytestmark = pytest.mark.server
 
@@ -78,7 +82,7 @@ class Served:
 @contextmanager
 def served_study(client: Client, server: LocalServer, tmp: Path, *, episodes: int,
                  **fields: object) -> Iterator[Served]:
-    project = study_project(client, f"test_dashboard_{prolific_id()[:8]}", episodes=episodes)
+    project = study_project(client, f"test_dashboard_{secrets.token_hex(4)}", episodes=episodes)
     study = make_study(tmp, project, **fields)
     study_file = tmp / "study.json"
     study_file.write_text(study.model_dump_json())
@@ -146,7 +150,7 @@ def test_the_dashboard_shows_the_reports_agreement_and_participants_never_reach_
 
         # A participant's cookie, no cookie and a wrong token all meet the 404 of an address
         # that does not exist.
-        nowhere = participants[0].http.get("/researcher/elsewhere")
+        nowhere = participants[0].http.get("/no-such-path")
         for path in ("/researcher/pilot", "/researcher/pilot/figures"):
             for answer in (participants[0].http.get(path),
                            httpx.get(served.running.url + path),
@@ -207,7 +211,7 @@ class InProcess:
 
 
 def in_process(client: Client, tmp: Path, token: str | None) -> InProcess:
-    project = study_project(client, f"test_dashboard_{prolific_id()[:8]}", episodes=2)
+    project = study_project(client, f"test_dashboard_{secrets.token_hex(4)}", episodes=2)
     study = make_study(tmp, project, episodes_per_participant=1)
     engine = open_store(study.database)
     app = create_app(prepare_gateway(study, client, engine), secret=secrets.token_urlsafe(32),
@@ -295,12 +299,54 @@ def test_study_status_computes_the_agreement_once_when_no_gateway_has(ls_client:
 
 
 def test_two_gateways_writing_the_snapshot_leave_one_row(tmp_path: Path):
-    engine = open_store(f"sqlite:///{tmp_path / 'gateway.sqlite3'}")
+    url = f"sqlite:///{tmp_path / 'gateway.sqlite3'}"
+    gateways = [open_store(url), open_store(url)]  # two processes' engines on one database
     figures = {key: {"alpha": None, "pairs": 0} for key in RUBRIC.keys}
     first = live.Snapshot(live.now(), 10, figures)
     later = live.Snapshot(live.now(), 12, {**figures, "goal": {"alpha": 0.5, "pairs": 3}})
 
-    for snapshot in (first, later, first, later):
+    for engine, snapshot in zip(gateways * 2, (first, later, first, later)):
         live.save_snapshot(engine, "pilot", snapshot)
 
-    assert live.latest_snapshot(engine, "pilot") == later
+    with gateways[0].connect() as conn:
+        assert conn.execute(select(func.count()).select_from(agreement_snapshots)).scalar_one() == 1
+    assert live.latest_snapshot(gateways[1], "pilot") == later
+
+
+# --- on the gateway's database alone ---------------------------------------------------------
+
+
+def test_a_failing_computation_still_refreshes_progress_and_is_retried_a_minute_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    engine, study = setup(f"sqlite:///{tmp_path / 'gateway.sqlite3'}", tmp_path)
+    rate(engine, study, visitor(engine, study))
+    tries: list[float] = []
+
+    def failing(self: live.LiveFigures, pool: object) -> object:
+        tries.append(time.monotonic())
+        raise RuntimeError("the computation failed")
+
+    monkeypatch.setattr(live.LiveFigures, "computed", failing)
+    monkeypatch.setattr(live, "CHECK_SECONDS", 0.05)
+    refreshed: list[object] = []
+    figures = live.LiveFigures(engine, study, also=refreshed.append)
+
+    async def run_a_while() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(figures.run(), timeout=1.5)
+
+    asyncio.run(run_a_while())
+
+    assert len(tries) == 1, "retried at once"
+    assert len(refreshed) >= 5 and set(refreshed) == {None}
+    failed = [record for record in caplog.records if record.levelname == "ERROR"]
+    assert len(failed) == 1 and "tried again in 60 s" in failed[0].getMessage()
+
+
+def test_a_qualification_round_computes_no_agreement_and_status_says_none(tmp_path: Path):
+    engine, study = round_database(tmp_path)
+    completed(engine, study, {}, {})
+
+    assert live.arrivals(engine, study.name)[0] == 0  # gold ratings change no figure
+    shown = "\n".join(study_status(engine, study, agreement=True).lines(study, ""))
+    assert "gold episodes:" in shown and "running agreement" not in shown

@@ -8,7 +8,8 @@ never get a login, a token or its address.
 - ``settings``  the study file (``StudyFile``) that ``study init`` writes
 - ``store``     the gateway's database: participants, visits, page answers, slots, assignments
 - ``arrival``   Prolific's URL parameters, the participant and their visit
-- ``leases``    k slots per episode, leased to participants, settled on submission
+- ``leases``    k slots per episode (more for one whose ratings disagree, with adaptive extra
+                raters), leased to participants, settled on submission
 - ``page``      a participant page as an object, as oTree's ``Page``: whether it is displayed,
                 what its template gets (``vars_for_template``), what its submit does
                 (``before_next_page``, returning the visit as it left it); a page with a form
@@ -26,6 +27,9 @@ never get a login, a token or its address.
                 guard and the CSRF check once for every page; ``serve`` runs it; ``status``
                 reports progress
 - ``process``   ``study serve`` as a child process, for the tests and the benchmark
+- ``live``      the running agreement: the report's figures on the ratings so far, recomputed
+                in a worker process off the request path
+- ``dashboard`` the researcher's page following the study, behind a token of its own
 - ``commands``  the ``sotopia-ls study`` commands
 
 Screening and paying a study (``study init --qualification``, ``study review``, ``export``):

@@ -344,13 +344,12 @@ def status_command(study_path: Path, database: str | None) -> None:
     with failures_as_messages():
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
-        figures = status.study_status(engine, study)
-        agreement = status.running_agreement(engine, study)
+        figures = status.study_status(engine, study, agreement=True)
     # A database from the environment reaches the suggested commands the same way.
     given = click.get_current_context().get_parameter_source("database")
     options = status.study_options(
         study_path, database if given is ParameterSource.COMMANDLINE else None)
-    for line in [*figures.lines(study, options), *agreement]:
+    for line in figures.lines(study, options):
         click.echo(line)
 
 

@@ -10,8 +10,10 @@ The researcher signs in once, with the form or an ``Authorization: Bearer <token
 which sets a cookie of its own: signed with a key made from the token (a new token ends every
 sign-in), scoped to ``/researcher/<name>``, ``HttpOnly`` and ``SameSite=Strict``. The
 participants' session cookie opens nothing here: without the dashboard's cookie or header the
-page and its figures answer 404, as an address that does not exist does. The token is
-compared in constant time and never written to a page, a log or an answer.
+page and its figures answer 404, as an address that does not exist does. The sign-in form
+itself answers anyone, participants included: it shows nothing of the study, but tells that
+the gateway serves a dashboard for the study of that name. The token is compared in constant
+time and never written to a page, a log or an answer.
 
 What it shows is made off the request path (``Dashboard.refresh``, run by
 ``live.LiveFigures`` in its thread): progress (episodes, slots, saves) every few seconds, and

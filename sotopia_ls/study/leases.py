@@ -66,11 +66,11 @@ from sqlalchemy.exc import IntegrityError
 from ..errors import StudyError
 from ..labelstudio.results import read_json_results
 from ..scores import RATING_FIELDS
+from .live import snapshot_in
 from .settings import Adaptive, StudyFile
 from .store import (
     add_once,
     added_ratings,
-    agreement_snapshots,
     assignments,
     aware,
     episodes,
@@ -541,13 +541,11 @@ def disagree(results: list[Any], threshold: int) -> bool:
 def _agreement_narrow(conn: Connection, study: str, width: float | None) -> bool:
     """Whether the latest agreement snapshot has every dimension's alpha interval narrower
     than ``width`` (never without a width, a snapshot, or an interval on every dimension)."""
-    if width is None:
+    snapshot = snapshot_in(conn, study) if width is not None else None
+    if snapshot is None or not snapshot.figures:
         return False
-    figures = conn.execute(select(agreement_snapshots.c.figures).where(
-        agreement_snapshots.c.study == study)).scalar_one_or_none()
-    if not figures:
-        return False
-    intervals = [(each.get("alpha_low"), each.get("alpha_high")) for each in figures.values()]
+    intervals = [(each.get("alpha_low"), each.get("alpha_high"))
+                 for each in snapshot.figures.values()]
     return all(low is not None and high is not None and high - low < width
                for low, high in intervals)
 
@@ -579,6 +577,8 @@ class AddedSlots:
 
 
 def added_slots(engine: Engine, study: str, k: int) -> AddedSlots:
+    """How many slots adaptive extra raters added to the study's episodes (numbered above
+    ``k``), and how many of them are rated."""
     added = and_(slots.c.study == study, slots.c.slot > k)
     with engine.connect() as conn:
         opened, rated = conn.execute(select(

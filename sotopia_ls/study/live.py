@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..dimensions import RUBRIC
@@ -63,6 +63,9 @@ log = logging.getLogger("sotopia_ls.study")
 RATED = ("saving", "saved")
 CHECK_SECONDS = 3.0
 BUSY_FACTOR = 4.0
+# After a computation failed: long enough that a failure that repeats logs a line now and
+# then, not every check.
+FAILED_WAIT_SECONDS = 60.0
 # What the worker computes besides the figures, from the gateway's database: a module-level
 # function (a worker process receives it by name).
 Extra = Callable[[Engine, StudyFile], Any]
@@ -95,10 +98,16 @@ def keep_episode_ids(engine: Engine, study: str, data: dict[int, dict[str, Any]]
         conn.execute(dialect.insert(episode_ids).on_conflict_do_nothing(), rows)
 
 
+def _rated(study: str) -> Any:
+    """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
+    golden = select(gold.c.task_id).where(gold.c.study == study)
+    return ((assignments.c.study == study) & assignments.c.state.in_(RATED)
+            & assignments.c.task_id.not_in(golden))
+
+
 def _rated_rows(engine: Engine, study: str) -> list[Any]:
     """The study's ratings on ordinary episodes with a known episode id, in the order an export
     lists them: by task, then by annotation (ratings still waiting last)."""
-    golden = select(gold.c.task_id).where(gold.c.study == study)
     with engine.connect() as conn:
         return list(conn.execute(
             select(assignments.c.id, assignments.c.task_id, assignments.c.participant_id,
@@ -106,8 +115,7 @@ def _rated_rows(engine: Engine, study: str) -> list[Any]:
                    assignments.c.lead_time, episode_ids.c.episode_id)
             .join(episode_ids, (episode_ids.c.study == study)
                   & (episode_ids.c.task_id == assignments.c.task_id))
-            .where(assignments.c.study == study, assignments.c.state.in_(RATED),
-                   assignments.c.task_id.not_in(golden))
+            .where(_rated(study))
             .order_by(assignments.c.task_id, assignments.c.ls_annotation_id.is_(None),
                       assignments.c.ls_annotation_id, assignments.c.id)).all())
 
@@ -179,18 +187,23 @@ def save_snapshot(engine: Engine, study: str, snapshot: Snapshot) -> None:
 def latest_snapshot(engine: Engine, study: str) -> Snapshot | None:
     """The study's last snapshot, if any gateway computed one."""
     with engine.connect() as conn:
-        row = conn.execute(select(agreement_snapshots)
-                           .where(agreement_snapshots.c.study == study)).one_or_none()
+        return snapshot_in(conn, study)
+
+
+def snapshot_in(conn: Connection, study: str) -> Snapshot | None:
+    """``latest_snapshot`` inside a transaction already begun."""
+    row = conn.execute(select(agreement_snapshots)
+                       .where(agreement_snapshots.c.study == study)).one_or_none()
     return None if row is None else Snapshot(aware(row.computed_at), row.ratings, row.figures)
 
 
 def arrivals(engine: Engine, study: str) -> tuple[int, int | None]:
-    """What changes when a rating arrives (not when it is saved, which changes no figure):
-    how many there are and the last one's assignment."""
+    """What changes when a rating of an ordinary episode arrives (not when it is saved, nor a
+    gold episode's: neither changes a figure): how many there are and the last one's
+    assignment."""
     with engine.connect() as conn:
         return tuple(conn.execute(
-            select(func.count(), func.max(assignments.c.id))
-            .where(assignments.c.study == study, assignments.c.state.in_(RATED))).one())
+            select(func.count(), func.max(assignments.c.id)).where(_rated(study))).one())
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -279,13 +292,19 @@ class LiveFigures:
         seen = arrivals(self.engine, self.study.name)
         # Without a rating there is nothing to compute: an idle gateway starts no worker.
         due = seen[0] > 0 and seen != self._seen and time.monotonic() >= self._next
-        started = time.monotonic()
-        result = self.computed(pool) if due else None
-        if due:
-            self._seen = seen
-            self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
-        if self.also is not None:
-            self.also(result)
+        result = None
+        try:
+            if due:
+                # Tried again only after a wait, should it fail (the caller logs why).
+                self._next = time.monotonic() + FAILED_WAIT_SECONDS
+                started = time.monotonic()
+                result = self.computed(pool)
+                self._seen = seen
+                self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
+        finally:
+            # The dashboard's progress stays current whatever became of the figures.
+            if self.also is not None:
+                self.also(result)
         return due
 
     async def run(self) -> None:
@@ -299,8 +318,10 @@ class LiveFigures:
                     log.warning("the running agreement's worker process ended; starting another")
                     pool.shutdown(wait=False)
                     pool = _worker()
+                    self._next = 0.0
                 except Exception:  # the figures outlive any one failure; it is logged
-                    log.exception("computing the running agreement failed; tried again shortly")
+                    log.exception("computing the running agreement failed; tried again in "
+                                  "%.0f s", FAILED_WAIT_SECONDS)
                 await asyncio.sleep(CHECK_SECONDS)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import Engine, and_, case, func, select
 
 from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
-from .live import agreement_lines, latest_snapshot, live_figures
+from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
 
@@ -23,7 +23,7 @@ STUCK_SECONDS = 60.0
 @dataclass(frozen=True)
 class StudyStatus:
     episodes: int
-    done: int          # every one of its k slots rated
+    done: int          # every one of its slots rated (k, and any adaptive extra raters added)
     in_progress: int   # some slot rated or leased, not all rated
     open: int          # nobody on it
     active_leases: int
@@ -41,6 +41,7 @@ class StudyStatus:
     shelved: int       # refused, then set aside by the researcher: kept here, slot given again
     gold: int          # gold episodes: no slots, any number of raters (a round serves only them)
     added: AddedSlots = AddedSlots(0, 0)  # by adaptive extra raters, for disagreeing episodes
+    agreement: Snapshot | None = None  # the running agreement, when asked for and rated
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
@@ -68,6 +69,7 @@ class StudyStatus:
             f"  median time per episode: {median}",
             *self._stuck_lines(),
             *self._failure_lines(options),
+            *(agreement_lines(self.agreement) if self.agreement is not None else []),
         ]
 
     def _gold_lines(self, study: StudyFile) -> list[str]:
@@ -127,14 +129,16 @@ def _count(condition: object) -> object:
     return func.sum(case((condition, 1), else_=0))
 
 
-def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
-    """Progress of ``study``: episodes by state, leases, participants, timing."""
+def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -> StudyStatus:
+    """Progress of ``study``: episodes by state, leases, participants, timing; with
+    ``agreement``, the running agreement too (``_running_agreement``)."""
     moment, name, k = now(), study.name, study.raters_per_episode
     active = and_(slots.c.state == "leased", slots.c.expires_at >= moment)
     with engine.connect() as conn:
+        # Each episode counted against its own slots: an added one keeps it in progress.
         per_task = conn.execute(
-            select(_count(slots.c.state == "done"), _count(active))
-            .where(slots.c.study == name, slots.c.slot <= k).group_by(slots.c.task_id)
+            select(_count(slots.c.state == "done"), _count(active), func.count())
+            .where(slots.c.study == name).group_by(slots.c.task_id)
         ).all()
         states = dict(conn.execute(
             select(assignments.c.state, func.count()).where(assignments.c.study == name)
@@ -154,10 +158,11 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
             .where(participants.c.study == name).group_by(visits.c.outcome)).all())
     return StudyStatus(
         episodes=len(per_task),
-        done=sum(1 for done, _ in per_task if done >= k),
-        in_progress=sum(1 for done, leased in per_task if done < k and done + leased > 0),
-        open=sum(1 for done, leased in per_task if done + leased == 0),
-        active_leases=sum(leased for _, leased in per_task),
+        done=sum(1 for done, _, held in per_task if done == held),
+        in_progress=sum(1 for done, leased, held in per_task
+                        if done < held and done + leased > 0),
+        open=sum(1 for done, leased, _ in per_task if done + leased == 0),
+        active_leases=sum(leased for _, leased, _ in per_task),
         participants=people,
         visits_completed=outcomes.get("completed", 0),
         visits_no_slots=outcomes.get("no_slots", 0),
@@ -172,11 +177,15 @@ def study_status(engine: Engine, study: StudyFile) -> StudyStatus:
         shelved=states.get("shelved", 0),
         gold=golden,
         added=added_slots(engine, name, k),
+        agreement=_running_agreement(engine, study) if agreement else None,
     )
 
 
-def running_agreement(engine: Engine, study: StudyFile) -> list[str]:
-    """The running agreement's lines: the last snapshot a gateway made, else one computed now
-    (not saved: a running gateway keeps the snapshot)."""
-    snapshot = latest_snapshot(engine, study.name) or live_figures(engine, study)
-    return agreement_lines(snapshot)
+def _running_agreement(engine: Engine, study: StudyFile) -> Snapshot | None:
+    """The last snapshot a gateway made, else one computed now (not saved: a running gateway
+    keeps the snapshot); None before any rating of an ordinary episode (gold ones are left
+    out)."""
+    snapshot = latest_snapshot(engine, study.name)
+    if snapshot is None and arrivals(engine, study.name)[0]:
+        snapshot = live_figures(engine, study)
+    return snapshot
