@@ -203,6 +203,17 @@ def export_file(sample_data: Path, tmp_path: Path) -> Path:
     return path
 
 
+def with_meta(export_file: Path, key: str, marks: Mapping[int, object]) -> Path:
+    """The export file with ``marks[task id]`` under ``key`` in those tasks' meta, as the study
+    marks them in Label Studio (review decisions, added slots, gold episodes)."""
+    tasks = json.loads(export_file.read_text())
+    for task in tasks:
+        if task["id"] in marks:
+            task["meta"] = {key: marks[task["id"]]}
+    export_file.write_text(json.dumps(tasks))
+    return export_file
+
+
 def invoke(command: Any, *args: str) -> Result:
     """A command run offline: no Label Studio address or key in its environment."""
     return CliRunner().invoke(command, list(args), env={"LABEL_STUDIO_URL": "",

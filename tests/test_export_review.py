@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from conftest import invoke, results_of, scores
+from conftest import invoke, results_of, scores, with_meta
 from study_support import make_study, prolific_id
 from sotopia_ls.exporter import export_file as export_path
 from sotopia_ls.exporter.commands import export_command, report_command
@@ -45,16 +45,6 @@ from sotopia_ls.study.store import (
 MARKS = {1: {"11": "approve", "12": "reject"}, 2: {"21": "look"}}
 
 
-def reviewed(export_file: Path, marks: dict[int, object]) -> Path:
-    """The export file with the review's marks in its tasks' meta."""
-    tasks = json.loads(export_file.read_text())
-    for task in tasks:
-        if task["id"] in marks:
-            task["meta"] = {REVIEW: marks[task["id"]]}
-    export_file.write_text(json.dumps(tasks))
-    return export_file
-
-
 def export(*args: str):
     result = invoke(export_command, *args)
     assert result.exit_code == 0, result.output
@@ -69,7 +59,7 @@ def decisions_by_annotation(out: Path) -> dict[int, str]:
 def test_the_export_shows_each_annotations_decision_but_not_in_the_otree_layout(
         export_file, tmp_path):
     out = tmp_path / "out"
-    result = export("--from-file", str(reviewed(export_file, MARKS)), "-o", str(out))
+    result = export("--from-file", str(with_meta(export_file, REVIEW, MARKS)), "-o", str(out))
 
     assert decisions_by_annotation(out) == {11: "approve", 12: "reject", 21: "look", 22: "",
                                             31: "", 32: ""}
@@ -87,13 +77,14 @@ def test_the_export_shows_each_annotations_decision_but_not_in_the_otree_layout(
 
 
 def test_the_annotation_rows_from_python_carry_the_decision(export_file):
-    rows = export_path(reviewed(export_file, MARKS)).annotations.set_index("annotation_id")
+    rows = export_path(with_meta(export_file, REVIEW, MARKS)).annotations.set_index(
+        "annotation_id")
     assert rows.loc[12, "review_decision"] == "reject" and rows.loc[31, "review_decision"] == ""
 
 
 def test_exclude_rejected_drops_exactly_the_rejected_and_says_how_many(export_file, tmp_path):
     out = tmp_path / "out"
-    result = export("--from-file", str(reviewed(export_file, MARKS)), "-o", str(out),
+    result = export("--from-file", str(with_meta(export_file, REVIEW, MARKS)), "-o", str(out),
                     "--exclude-rejected")
 
     assert "6 annotations = 5 exported + 0 rejected + 0 cancelled/skipped + 1 excluded by " \
@@ -121,7 +112,8 @@ def test_exclude_rejected_drops_exactly_the_rejected_and_says_how_many(export_fi
 ])
 def test_a_malformed_review_mark_is_one_line_naming_the_task_and_field(
         export_file, tmp_path, mark, reason):
-    result = invoke(export_command, "--from-file", str(reviewed(export_file, {2: mark})), "-o",
+    result = invoke(export_command, "--from-file",
+                    str(with_meta(export_file, REVIEW, {2: mark})), "-o",
                     str(tmp_path / "out"))
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert f"[task 2]: meta.sotopia_review: {reason}" in result.output
@@ -135,7 +127,7 @@ def test_the_report_shows_the_decisions_only_when_there_are_any(export_file, tmp
     assert "Review decisions" not in (tmp_path / "plain" / "report.html").read_text()
     assert not (tmp_path / "plain" / "review.csv").exists()
 
-    path = str(reviewed(export_file, MARKS))
+    path = str(with_meta(export_file, REVIEW, MARKS))
     excluded = invoke(report_command, "--from-file", path, "-o", str(tmp_path / "excluded"),
                       "--bootstrap", "0", "--exclude-rejected")
     assert excluded.exit_code == 0, excluded.output
@@ -186,7 +178,8 @@ def test_study_options_that_cannot_be_read_stop_the_export_before_it_writes(
 
 def test_the_protocol_record_holds_the_export_facts_and_no_ids(export_file, tmp_path):
     out = tmp_path / "out"
-    export("--from-file", str(reviewed(export_file, MARKS)), "-o", str(out), "--exclude-rejected")
+    export("--from-file", str(with_meta(export_file, REVIEW, MARKS)), "-o", str(out),
+           "--exclude-rejected")
 
     record = json.loads((out / "protocol.json").read_text())
     assert record["episodes"] == 3
