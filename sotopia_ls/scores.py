@@ -64,6 +64,18 @@ def overall(scores: Sequence[float]) -> float:
     return sum(scores) / len(scores)
 
 
+# Sotopia-pi's qualification distance (every rating within 2 points of the researchers'
+# reference), read as the most two raters' scores may differ and still agree.
+DISAGREEMENT_THRESHOLD = 2
+
+
+def scores_disagree(scores: Sequence[int], threshold: int) -> bool:
+    """Whether ratings of one dimension and agent differ by more than ``threshold`` (highest
+    less lowest): the one rule by which adjudication disputes a rating and a study's adaptive
+    extra raters add a slot."""
+    return bool(scores) and max(scores) - min(scores) > threshold
+
+
 class Evaluation(BaseModel):
     """Both agents' scores (agent ``i + 1`` is ``agents[i]``) and who gave them."""
 

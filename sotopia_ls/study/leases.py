@@ -65,7 +65,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import StudyError
 from ..labelstudio.results import read_json_results
-from ..scores import RATING_FIELDS
+from ..scores import RATING_FIELDS, scores_disagree
 from .live import snapshot_in
 from .settings import Adaptive, StudyFile
 from .store import (
@@ -533,7 +533,7 @@ def disagree(results: list[Any], threshold: int) -> bool:
     flat = [read_json_results(each)[0] for each in results]
     for name in RATING_FIELDS:
         scores = [fields[name] for fields in flat if name in fields]
-        if scores and max(scores) - min(scores) > threshold:
+        if scores_disagree(scores, threshold):
             return True
     return False
 

@@ -28,6 +28,7 @@ from pydantic import (
 
 from ..errors import StudyError, keep_secret
 from ..folders import write_file
+from ..scores import DISAGREEMENT_THRESHOLD
 from .flags import FlagThresholds
 
 STUDY_FILE = Path("study.json")
@@ -57,8 +58,6 @@ _NAME = r"^[a-z0-9][a-z0-9-]{2,40}$"
 QUALIFYING_DISTANCE = 2
 # Hidden gold above half of the assignments would be most of a participant's work.
 MOST_GOLD = 0.5
-# Sotopia-pi's qualification distance, read as the most two raters may differ and still agree.
-DISAGREEMENT_THRESHOLD = QUALIFYING_DISTANCE
 
 
 def secret_bits(key: str) -> float:
