@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,9 @@ from sotopia_ls.errors import StudyError
 from sotopia_ls.exporter.report import report_project
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import live
+from sotopia_ls.study import arrival, live
 from sotopia_ls.study.app import create_app
+from sotopia_ls.study.dashboard import participant_rows
 from sotopia_ls.study.gateway import prepare_gateway
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.serve import dashboard_notice
@@ -226,10 +228,10 @@ def test_a_submission_never_waits_for_the_running_agreement(
     held, release = threading.Event(), threading.Event()
     computed = live.LiveFigures.computed
 
-    def slow(self: live.LiveFigures, pool: object) -> object:
+    def slow(self: live.LiveFigures, pool: object, figures: bool = True) -> object:
         held.set()
         release.wait(120)
-        return computed(self, pool)
+        return computed(self, pool, figures)
 
     monkeypatch.setattr(live.LiveFigures, "computed", slow)
     monkeypatch.setattr(live, "CHECK_SECONDS", 0.2)
@@ -322,7 +324,7 @@ def test_a_failing_computation_still_refreshes_progress_and_is_retried_a_minute_
     rate(engine, study, visitor(engine, study))
     tries: list[float] = []
 
-    def failing(self: live.LiveFigures, pool: object) -> object:
+    def failing(self: live.LiveFigures, pool: object, figures: bool = True) -> object:
         tries.append(time.monotonic())
         raise RuntimeError("the computation failed")
 
@@ -341,6 +343,28 @@ def test_a_failing_computation_still_refreshes_progress_and_is_retried_a_minute_
     assert len(refreshed) >= 5 and set(refreshed) == {None}
     failed = [record for record in caplog.records if record.levelname == "ERROR"]
     assert len(failed) == 1 and "tried again in 60 s" in failed[0].getMessage()
+
+
+def test_the_participants_follow_arrivals_without_recomputing_the_agreement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    engine, study = setup(f"sqlite:///{tmp_path / 'gateway.sqlite3'}", tmp_path)
+    rate(engine, study, visitor(engine, study))
+    monkeypatch.setattr(live, "BUSY_FACTOR", 0.0)
+    shown: list[object] = []
+    figures = live.LiveFigures(engine, study, extra=participant_rows, also=shown.append)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assert figures.check(pool)
+        computed_at = live.latest_snapshot(engine, "pilot").computed_at
+        assert not figures.check(pool)  # nothing new
+
+        newcomer = visitor(engine, study)  # arrives, has rated nothing yet
+        assert figures.check(pool)
+        arrival.finish(engine, newcomer.id, "no_slots")
+        assert figures.check(pool)
+
+    assert [len(rows) if rows is not None else None for rows in shown] == [1, None, 2, 2]
+    assert [row["outcome"] for row in shown[-1]] == ["unfinished", "no_slots"]
+    assert live.latest_snapshot(engine, "pilot").computed_at == computed_at
 
 
 def test_a_qualification_round_computes_no_agreement_and_status_says_none(tmp_path: Path):

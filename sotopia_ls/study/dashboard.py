@@ -17,9 +17,9 @@ time and never written to a page, a log or an answer.
 
 What it shows is made off the request path (``Dashboard.refresh``, run by
 ``live.LiveFigures`` in its thread): progress (episodes, slots, saves) every few seconds, and
-with each new snapshot of the running agreement the participants and their flags
-(``review.review_rows``, computed in the snapshot's worker process); a request only reads the
-last of it.
+with each new snapshot of the running agreement, or visit begun or ended, the participants
+and their flags (``review.review_rows``, computed in the snapshot's worker process); a request
+only reads the last of it.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class Dashboard:
 
     def refresh(self, participants: list[dict[str, Any]] | None) -> None:
         """Progress and the latest snapshot now; ``participants`` (``participant_rows``, made
-        by the snapshot's worker with each snapshot) when given."""
+        by the snapshot's worker) when given."""
         shown = dict(self.shown())
         shown["progress"] = progress(self.engine, self.study)
         shown["agreement"] = agreement_view(latest_snapshot(self.engine, self.study.name))

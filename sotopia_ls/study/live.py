@@ -55,7 +55,17 @@ from ..exporter.tables import (
 from ..labelstudio.results import read_json_results
 from ..labelstudio.tasks import EPISODE_ID
 from .settings import StudyFile
-from .store import agreement_snapshots, assignments, aware, episode_ids, gold, now, open_store
+from .store import (
+    agreement_snapshots,
+    assignments,
+    aware,
+    episode_ids,
+    gold,
+    now,
+    open_store,
+    participants,
+    visits,
+)
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -206,6 +216,16 @@ def arrivals(engine: Engine, study: str) -> tuple[int, int | None]:
             select(func.count(), func.max(assignments.c.id)).where(_rated(study))).one())
 
 
+def visits_moved(engine: Engine, study: str) -> tuple[int, int]:
+    """What changes the participants ``extra`` shows besides a rating: the study's visits
+    begun, and those ended (completed, no slot, not admitted)."""
+    with engine.connect() as conn:
+        return tuple(conn.execute(
+            select(func.count(), func.count(visits.c.outcome))
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == study)).one())
+
+
 def _interval(low: float | None, high: float | None) -> str:
     return "no interval yet" if low is None or high is None else f"95% CI {low:.2f} to {high:.2f}"
 
@@ -238,11 +258,13 @@ def _store(url: str) -> Engine:
 _ENGINES: dict[str, Engine] = {}
 
 
-def compute(url: str, study: StudyFile, extra: Extra | None) -> Any:
-    """In the worker process: the running agreement computed and saved, then ``extra`` (the
-    dashboard's participants) computed on the same database; its result."""
+def compute(url: str, study: StudyFile, extra: Extra | None, figures: bool = True) -> Any:
+    """In the worker process: the running agreement computed and saved (unless ``figures`` is
+    false), then ``extra`` (the dashboard's participants) computed on the same database; its
+    result."""
     engine = _store(url)
-    save_snapshot(engine, study.name, live_figures(engine, study))
+    if figures:
+        save_snapshot(engine, study.name, live_figures(engine, study))
     return extra(engine, study) if extra is not None else None
 
 
@@ -271,8 +293,9 @@ class LiveFigures:
     A thread of the gateway checks for new ratings; the figures are computed in a worker
     process of their own, so that a computation (pandas, much of it holding Python's lock)
     never slows the threads answering participants. ``extra`` is computed there with each
-    snapshot and its result handed to ``also``, which the thread calls after every check
-    (with None when no snapshot was made): the dashboard's.
+    snapshot, and alone when only visits began or ended (``visits_moved``); its result is
+    handed to ``also``, which the thread calls after every check (with None when nothing was
+    computed): the dashboard's.
     """
 
     def __init__(self, engine: Engine, study: StudyFile, *, extra: Extra | None = None,
@@ -280,26 +303,30 @@ class LiveFigures:
         self.engine, self.study, self.extra, self.also = engine, study, extra, also
         self._url = engine.url.render_as_string(hide_password=False)
         self._seen: tuple[int, int | None] | None = None
+        self._moved: tuple[int, int] | None = None
         self._next = 0.0
 
-    def computed(self, pool: Executor) -> Any:
-        """The snapshot made and saved by the worker; ``extra``'s result."""
-        return pool.submit(compute, self._url, self.study, self.extra).result()
+    def computed(self, pool: Executor, figures: bool = True) -> Any:
+        """The snapshot made and saved by the worker (unless ``figures`` is false);
+        ``extra``'s result."""
+        return pool.submit(compute, self._url, self.study, self.extra, figures).result()
 
     def check(self, pool: Executor) -> bool:
-        """Compute and save the figures if ratings arrived and the last computation is far
-        enough behind; whether it did."""
+        """Compute and save the figures if ratings arrived (``extra`` alone if only visits
+        moved) and the last computation is far enough behind; whether it computed."""
         seen = arrivals(self.engine, self.study.name)
+        moved = visits_moved(self.engine, self.study.name) if self.extra is not None else None
         # Without a rating there is nothing to compute: an idle gateway starts no worker.
-        due = seen[0] > 0 and seen != self._seen and time.monotonic() >= self._next
+        due = (seen[0] > 0 and (seen, moved) != (self._seen, self._moved)
+               and time.monotonic() >= self._next)
         result = None
         try:
             if due:
                 # Tried again only after a wait, should it fail (the caller logs why).
                 self._next = time.monotonic() + FAILED_WAIT_SECONDS
                 started = time.monotonic()
-                result = self.computed(pool)
-                self._seen = seen
+                result = self.computed(pool, figures=seen != self._seen)
+                self._seen, self._moved = seen, moved
                 self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
         finally:
             # The dashboard's progress stays current whatever became of the figures.
