@@ -176,14 +176,16 @@ def prolific_stand_in() -> Iterator[ThreadingHTTPServer]:
 
 
 class PausingProxy:
-    """A local HTTP proxy to Label Studio that can hold annotation POSTs until released."""
+    """A local HTTP proxy to Label Studio that can hold requests until released: annotation
+    POSTs, or the ``method`` requests to a path ``held_path`` matches."""
 
     ANNOTATION_POST = re.compile(r"^/api/tasks/\d+/annotations/?")
 
-    def __init__(self, target: str) -> None:
-        self.target = target
+    def __init__(self, target: str, method: str = "POST",
+                 held_path: re.Pattern[str] = ANNOTATION_POST) -> None:
+        self.target, self.method, self.held_path = target, method, held_path
         self.hold = threading.Event()
-        self.held = threading.Event()      # set once a POST is being held
+        self.held = threading.Event()      # set once a request is being held
         self.release = threading.Event()
         proxy = self
 
@@ -193,8 +195,8 @@ class PausingProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                if (self.command == "POST" and proxy.hold.is_set()
-                        and proxy.ANNOTATION_POST.match(self.path)):
+                if (self.command == proxy.method and proxy.hold.is_set()
+                        and proxy.held_path.match(self.path)):
                     proxy.held.set()
                     proxy.release.wait(60)
                 headers = {k: v for k, v in self.headers.items()

@@ -10,19 +10,28 @@ session's real Label Studio, with the gateway app in this process.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine, func, insert, select
 from starlette.testclient import TestClient
 
-from conftest import invoke, results_of
-from study_support import EDITOR, Participant, gateway_env, make_study, study_project
+from conftest import invoke, results_of, with_meta
+from study_support import (
+    EDITOR,
+    Participant,
+    PausingProxy,
+    gateway_env,
+    make_study,
+    study_project,
+)
 from test_postgres import study_database
 from test_study_leases import lease, setup, visitor
 from sotopia_ls.cli import main
@@ -31,9 +40,10 @@ from sotopia_ls.exporter.commands import export_command
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.labelstudio.tasks import ADDED_SLOTS
-from sotopia_ls.study import leases
+from sotopia_ls.study import leases, marks
 from sotopia_ls.study.app import create_app
 from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.study.live import Snapshot, save_snapshot
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.process import start_gateway
 from sotopia_ls.study.settings import (
@@ -44,7 +54,13 @@ from sotopia_ls.study.settings import (
     write_study,
 )
 from sotopia_ls.study.status import study_status
-from sotopia_ls.study.store import agreement_snapshots, assignments, now, open_store, slots
+from sotopia_ls.study.store import (
+    assignments,
+    meta_claims,
+    now,
+    open_store,
+    slots,
+)
 
 ADAPTIVE = {"threshold": 2}  # k = 2, so at most 3 raters: one extra
 SECRET = secrets.token_urlsafe(32)
@@ -91,6 +107,22 @@ def test_two_ratings_4_apart_on_goal_open_a_third_slot_that_the_next_participant
     # 8 and 4 still disagree, but the episode has its most raters (k + 1): no fourth slot.
     assert slot_numbers(engine, 11) == [1, 2, 3]
     assert rate(engine, study, goal=6).task_id == 12
+
+
+def test_an_episode_with_its_added_slot_open_or_leased_is_in_progress_not_done(adaptive):
+    engine, study = adaptive
+    rate(engine, study, goal=8)
+    rate(engine, study, goal=4)  # episode 11 gets a third slot
+
+    def counts() -> tuple[int, int, int, int]:
+        status = study_status(engine, study)
+        return status.done, status.in_progress, status.open, status.active_leases
+
+    assert counts() == (0, 1, 2, 0)
+    third = lease(engine, study, visitor(engine, study))
+    assert third.task_id == 11 and counts() == (0, 1, 2, 1)
+    leases.settle(engine, third, rating(6), study.raters_per_episode, study.adaptive)
+    assert counts() == (1, 0, 2, 0)
 
 
 def test_two_ratings_within_the_threshold_open_no_slot(adaptive):
@@ -141,12 +173,7 @@ def snapshot(engine: Engine, study: str, width_of: dict[str, float | None]) -> N
                      "alpha_high": None if width is None else 0.5 + width / 2,
                      "ac": None, "ac_low": None, "ac_high": None, "pairs": 10}
                for key, width in width_of.items()}
-    with engine.begin() as conn:
-        written = conn.execute(update(agreement_snapshots).where(
-            agreement_snapshots.c.study == study).values(computed_at=now(), figures=figures))
-        if not written.rowcount:
-            conn.execute(insert(agreement_snapshots).values(
-                study=study, computed_at=now(), ratings=20, figures=figures))
+    save_snapshot(engine, study, Snapshot(now(), 20, figures))
 
 
 def test_target_width_stops_adding_slots_once_every_interval_is_narrower(tmp_path):
@@ -183,21 +210,11 @@ def test_the_study_file_takes_adaptive_settings_and_refuses_too_few_raters(tmp_p
         make_study(tmp_path, 1, adaptive={"max_raters": 2})
 
 
-def marked(export_file: Path, marks: dict[int, object]) -> Path:
-    """The export file with the gateway's added-slot marks in its tasks' meta."""
-    tasks = json.loads(export_file.read_text())
-    for task in tasks:
-        if task["id"] in marks:
-            task["meta"] = {ADDED_SLOTS: marks[task["id"]]}
-    export_file.write_text(json.dumps(tasks))
-    return export_file
-
-
 def test_an_export_file_marks_added_slot_ratings_and_its_protocol_counts_them(
         export_file, tmp_path):
     out = tmp_path / "out"
-    result = invoke(export_command, "--from-file", str(marked(export_file, {2: {"22": 3}})),
-                    "-o", str(out))
+    marked = with_meta(export_file, ADDED_SLOTS, {2: {"22": 3}})
+    result = invoke(export_command, "--from-file", str(marked), "-o", str(out))
     assert result.exit_code == 0, result.output
 
     long = pd.read_csv(out / "scores_long.csv")
@@ -213,8 +230,8 @@ def test_an_export_file_marks_added_slot_ratings_and_its_protocol_counts_them(
 ])
 def test_a_malformed_added_slot_mark_is_one_line_naming_the_task_and_field(
         export_file, tmp_path, mark, reason):
-    result = invoke(export_command, "--from-file", str(marked(export_file, {2: mark})), "-o",
-                    str(tmp_path / "out"))
+    marked = with_meta(export_file, ADDED_SLOTS, {2: mark})
+    result = invoke(export_command, "--from-file", str(marked), "-o", str(tmp_path / "out"))
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert f"[task 2]: meta.sotopia_added_slots: {reason}" in result.output
     assert not (tmp_path / "out").exists()
@@ -301,7 +318,8 @@ def test_two_served_gateways_on_one_postgresql_database_open_one_extra_slot(
         third.begin()
         with engine.connect() as conn:
             assert conn.execute(select(slots.c.slot).where(
-                slots.c.study == "served", slots.c.task_id == episode, slots.c.assignment_id == select(assignments.c.id)
+                slots.c.study == "served", slots.c.task_id == episode,
+                slots.c.assignment_id == select(assignments.c.id)
                 .where(assignments.c.key == third.boot["assignment"]).scalar_subquery())
             ).scalar_one() == 3
         engine.dispose()
@@ -322,14 +340,16 @@ class Gateway:
         self.app = create_app(prepare_gateway(study, client, self.engine), secret=SECRET,
                               editor_dir=EDITOR, https_only=False)
 
-    def rates(self, goal: int) -> Participant:
-        """A new participant arrives, reads the instructions and rates their first episode."""
+    def rates(self, goal: int, *, saved: bool = True) -> Participant:
+        """A new participant arrives, reads the instructions and rates their first episode
+        (saved in Label Studio at once unless ``saved`` is false)."""
         participant = Participant(TestClient(self.app, base_url="http://127.0.0.1"))
         participant.arrive()
         participant.read_instructions()
         participant.open_episode()
         assert participant.submit(rating(goal)).status_code == 200
-        save_all_waiting(self.engine, self.client, self.study.name)
+        if saved:
+            save_all_waiting(self.engine, self.client, self.study.name)
         return participant
 
     def task_of(self, participant: Participant) -> int:
@@ -343,11 +363,17 @@ class Gateway:
                 assignments.c.key == participant.boot["assignment"])).scalar_one()
 
 
+@pytest.fixture
+def two_episodes(ls_client: Client, project_title: str, tmp_path: Path) -> StudyFile:
+    """An adaptive study of two episodes on the real Label Studio, one per participant."""
+    project = study_project(ls_client, project_title, episodes=2)
+    return make_study(tmp_path, project, episodes_per_participant=1, adaptive=ADAPTIVE)
+
+
 @pytest.mark.server
 def test_the_added_rater_is_served_after_a_restart_and_marked_in_the_export(
-        label_studio: LocalServer, ls_client: Client, project_title: str, tmp_path: Path):
-    project = study_project(ls_client, project_title, episodes=2)
-    study = make_study(tmp_path, project, episodes_per_participant=1, adaptive=ADAPTIVE)
+        label_studio: LocalServer, ls_client: Client, two_episodes: StudyFile, tmp_path: Path):
+    study, project = two_episodes, two_episodes.project
     first = Gateway(ls_client, study)
     raters = [first.rates(8), first.rates(4)]
     episode = first.task_of(raters[0])
@@ -385,6 +411,66 @@ def test_the_added_rater_is_served_after_a_restart_and_marked_in_the_export(
     assert ("An episode whose ratings differed by more than 2 points on a dimension got one "
             "more rater while the study ran, up to 3 raters per episode: 1 slot added, 1 of "
             "them rated.") in methods
+
+
+@pytest.mark.server
+def test_a_participant_rates_at_once_while_label_studio_holds_the_mark_of_an_added_slot(
+        label_studio: LocalServer, ls_client: Client, two_episodes: StudyFile):
+    study = two_episodes
+    gateway = Gateway(ls_client, study)
+    episode = gateway.task_of(gateway.rates(8))
+    gateway.rates(4)
+    added = gateway.rates(6, saved=False)
+    # The writer reaches Label Studio through a proxy that holds its write of the task's meta.
+    proxy = PausingProxy(label_studio.url, "PATCH", re.compile(rf"^/api/tasks/{episode}/?(\?|$)"))
+    writer = threading.Thread(target=save_all_waiting, args=(
+        gateway.engine, Client(base_url=proxy.url, api_key=label_studio.credentials.api_key),
+        study.name))
+    try:
+        proxy.hold.set()
+        writer.start()
+        assert proxy.held.wait(30), "the mark never reached Label Studio"
+
+        started = time.monotonic()
+        newcomer = gateway.rates(5, saved=False)
+        assert time.monotonic() - started < 5, "the newcomer waited on Label Studio"
+    finally:
+        proxy.release.set()
+        writer.join(60)
+        proxy.close()
+
+    assert gateway.task_of(newcomer) != episode
+    marked = ls_client.tasks.get(id=str(episode)).meta[ADDED_SLOTS]
+    assert marked == {str(gateway.annotation_of(added)): 3}
+
+
+def test_marks_of_one_task_wait_for_another_process_turn_unless_it_lapsed(tmp_path):
+    engine = open_store(f"sqlite:///{tmp_path / 'gateway.sqlite3'}")
+    other = open_store(f"sqlite:///{tmp_path / 'gateway.sqlite3'}")  # another gateway process
+    inside, leave, order = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        with marks.meta_turn(other, "pilot", 11):
+            order.append("other")
+            inside.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(10)
+    threading.Timer(0.5, leave.set).start()
+    with marks.meta_turn(engine, "pilot", 11):
+        order.append("this")
+    holder.join()
+    assert order == ["other", "this"]
+
+    # A process killed during its turn leaves its claim; it lapses.
+    with engine.begin() as conn:
+        conn.execute(insert(meta_claims).values(study="pilot", task_id=12, holder="killed",
+                                                claimed_until=now()))
+    started = time.monotonic()
+    with marks.meta_turn(engine, "pilot", 12):
+        assert time.monotonic() - started < 2
 
 
 @pytest.mark.server

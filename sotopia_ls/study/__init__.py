@@ -21,6 +21,7 @@ never get a login, a token or its address.
 - ``gateway``   what every request needs, made once at start (``prepare_gateway``)
 - ``shown``     what of a task a participant's browser receives
 - ``saving``    a submission checked, and written behind into Label Studio exactly once
+- ``marks``     a task's meta written from the gateway, one writer per task at a time
 - ``security``  headers, CSRF token, bounded bodies, JSON inside HTML
 - ``editor``    Label Studio's editor files: one pinned npm release, verified
 - ``app``       the Starlette app, its routes built from the page sequence, the out-of-turn

@@ -49,7 +49,8 @@ from .leases import (
     release_claim,
     retry_failed,
 )
-from .store import episodes, participants
+from .marks import meta_turn
+from .store import participants
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -120,13 +121,13 @@ def mark_added_slot(engine: Engine, client: Client, assignment: Assignment, anno
                     slot: int) -> None:
     """Record in the task's meta that the annotation came from an added slot.
 
-    Label Studio replaces a task's meta whole, so two gateways marking ratings of one episode
-    at once could each drop the other's mark: the episode's row in the gateway's database is
-    locked while its meta is read and written, which makes them take turns."""
-    with engine.begin() as conn:
-        conn.execute(select(episodes.c.task_id).where(
-            episodes.c.study == assignment.study, episodes.c.task_id == assignment.task_id)
-            .with_for_update())
+    Label Studio replaces a task's meta whole: the gateway's marks of one task take turns
+    (``marks.meta_turn``), with no transaction of the gateway's database open during the Label
+    Studio calls. Other writers of the meta (``study review --decisions``, ``evaluate``) do not
+    take these turns: one writing the task's meta at the very moment of a mark could drop it
+    (or the mark their change). ``store.added_ratings`` keeps every such rating's slot
+    whatever the meta says."""
+    with meta_turn(engine, assignment.study, assignment.task_id):
         merge_meta_of_task(client, assignment.task_id, ADDED_SLOTS, {str(annotation_id): slot})
 
 

@@ -189,6 +189,17 @@ added_ratings = Table(
     Column("slot", Integer, nullable=False),
 )
 
+# A gateway process writing a task's meta in Label Studio (``marks.meta_turn``): one at a time
+# per task, since Label Studio replaces meta whole. ``holder`` names the turn; a claim lapses at
+# ``claimed_until``. A table of its own, so that databases made before it get it too.
+meta_claims = Table(
+    "meta_claims", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("holder", String(32), nullable=False),
+    _time("claimed_until", nullable=False),
+)
+
 
 # Rationale field (``reasoning_name``) → {"pasted": characters, "typed": characters}.
 typing = Table(
