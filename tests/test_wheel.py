@@ -110,5 +110,6 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
                                   "pip install --no-deps 'irrCAC==0.4.4'\n")
 
     written = {path.relative_to(work).parts[0] for path in work.iterdir()}
-    assert written == {"x.xml", "samples", "tasks.json", "var"}
+    # `config` writes the adjudicators' config beside the raters'.
+    assert written == {"x.xml", "adjudication_config.xml", "samples", "tasks.json", "var"}
     assert snapshot(site_packages) == before
