@@ -6,6 +6,7 @@ Example:
     .venv/bin/python -m benchmarks.run --quick               # small sizes, a few minutes
     .venv/bin/python -m benchmarks.run --only import --database postgresql --rounds 3
     .venv/bin/python -m benchmarks.run --only study       # the study gateway's burst (PostgreSQL)
+    .venv/bin/python -m benchmarks.run --only study --study-adaptive --study-dashboard
 
 See docs/benchmarks.md for the recorded figures and what dominates each.
 """
@@ -217,6 +218,8 @@ def backend_rows(tasks: int) -> list[dict]:
               help="Share of each participant's episodes that are hidden gold in the burst.")
 @click.option("--study-adaptive", is_flag=True,
               help="The burst's study adds an extra rater to each episode whose ratings disagree.")
+@click.option("--study-dashboard", is_flag=True,
+              help="The researcher dashboard open during the burst (its figures read every 3 s).")
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
               help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, "
@@ -226,7 +229,7 @@ def backend_rows(tasks: int) -> list[dict]:
 def main(
     episodes: int, annotations: int, annotators: int, batch_size: int, rounds: int,
     live_tasks: int, backend_tasks: int, study_participants: int, study_gateways: int,
-    study_gold_share: float, study_adaptive: bool, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
+    study_gold_share: float, study_adaptive: bool, study_dashboard: bool, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
 ) -> None:
     """Measure import, export, live export, the stored backend and the study gateway's burst;
     print one table."""
@@ -260,7 +263,8 @@ def main(
         run_part("study", lambda: study_burst.rows(
             study_burst.measure_burst(study_participants, gateways=study_gateways,
                                       gold_share=study_gold_share,
-                                      adaptive=study_adaptive)))
+                                      adaptive=study_adaptive,
+                                      dashboard=study_dashboard)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")

@@ -25,6 +25,13 @@ With ``adaptive`` (``--study-adaptive``) the study adds an extra rater to each e
 ratings differ by more than 2 (the answers are rows of real studies, so most do): the project
 then holds as many episodes as k + 1 raters each fill, and each episode is checked to have as
 many distinct raters as its slots (k, or k + 1 once one was added).
+
+With ``dashboard`` (``--study-dashboard``) the gateways have the researcher dashboard's token
+(so each also keeps the dashboard's figures, participants included, in its worker process) and
+a researcher has the dashboard open on the first gateway during the burst: the page opened
+once with ``Authorization: Bearer``, then its figures read every ``POLL_SECONDS`` after the
+last answer, as the page's script does. Counted: the answers, the failed polls, and the answers
+that held the running agreement on at least one rating.
 """
 
 from __future__ import annotations
@@ -67,6 +74,8 @@ ASSETS = ("/static/editor/main.js", "/static/editor/main.css", "/static/gateway.
 SUBMIT_TARGET_MS = 500.0
 # Enough gold episodes that each participant's gold differs from most others'.
 GOLD_EPISODES = 10
+# The dashboard page's script waits this long after each answer before asking again.
+POLL_SECONDS = 3.0
 
 
 @dataclass
@@ -90,8 +99,13 @@ class Figures:
     gold_ratings: int = 0  # of those, on gold episodes
     ratings_recorded: int = 0
     top_ups: int = 0  # participants recruited after the burst to fill the last open slots
+    turned_away: int = 0  # of the completed, sent to the end on arrival: nothing left to rate
     saved_after_ms: list[float] = field(default_factory=list)  # submitted → in Label Studio
     drained_seconds: float = 0.0  # after the last participant, until every rating was saved
+    dashboard: bool = False
+    dashboard_ms: list[float] = field(default_factory=list)  # each answered poll of the figures
+    dashboard_errors: list[str] = field(default_factory=list)
+    dashboard_with_agreement: int = 0  # answers holding the running agreement on some rating
 
     @staticmethod
     def percentile(values: list[float], share: float) -> float:
@@ -111,7 +125,7 @@ async def _participant(http: httpx.AsyncClient, name: str, delay: float,
     try:
         await _journey(http, name, answers, figures, rng)
     except (httpx.HTTPError, AssertionError, ValueError, KeyError) as error:
-        figures.errors.append(f"{type(error).__name__}: {error}"[:200])
+        figures.errors.append(_failure(error))
 
 
 async def _journey(http: httpx.AsyncClient, name: str, answers: list[list[dict[str, Any]]],
@@ -121,7 +135,14 @@ async def _journey(http: httpx.AsyncClient, name: str, answers: list[list[dict[s
     arrived = await http.get(f"/s/{name}", follow_redirects=True, params={
         "PROLIFIC_PID": _prolific_id(), "STUDY_ID": "b" * 24, "SESSION_ID": _prolific_id()})
     _ok(arrived)
-    token = CSRF.search(arrived.text).group(1)
+    if arrived.url.path.endswith("/done"):  # nothing left to rate: ended before instructions
+        figures.completed += 1
+        figures.turned_away += 1
+        return
+    form = CSRF.search(arrived.text)
+    if form is None:
+        raise AssertionError(f"GET /s/{name}: landed on {arrived.url.path}, no instructions form")
+    token = form.group(1)
     _ok(await http.post(f"/s/{name}/instructions", data={"csrf": token}))
     assets_loaded = False
     while True:
@@ -145,19 +166,61 @@ async def _journey(http: httpx.AsyncClient, name: str, answers: list[list[dict[s
         figures.submit_ms.append((time.perf_counter() - started) * 1000)
 
 
+def _failure(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"[:200]
+
+
 def _ok(response: httpx.Response) -> None:
     if response.status_code >= 400:
         raise AssertionError(f"{response.request.method} {response.url.path}: "
                              f"HTTP {response.status_code}")
 
 
+async def _poll_figures(http: httpx.AsyncClient, name: str, figures: Figures) -> None:
+    started = time.perf_counter()
+    try:
+        answer = await http.get(f"/researcher/{name}/figures")
+        _ok(answer)
+        shown = answer.json()
+    except (httpx.HTTPError, AssertionError, ValueError) as error:
+        figures.dashboard_errors.append(_failure(error))
+        return
+    figures.dashboard_ms.append((time.perf_counter() - started) * 1000)
+    figures.dashboard_with_agreement += bool((shown.get("agreement") or {}).get("ratings"))
+
+
+async def _watch(url: str, name: str, token: str, figures: Figures,
+                 finished: asyncio.Event) -> None:
+    """The researcher's dashboard open until ``finished``: the page once (signing in with the
+    token, which sets the dashboard's cookie), then its figures, as the page's script reads
+    them."""
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        try:
+            _ok(await http.get(f"/researcher/{name}",
+                               headers={"Authorization": f"Bearer {token}"}))
+        except (httpx.HTTPError, AssertionError) as error:
+            figures.dashboard_errors.append(_failure(error))
+            return
+        while not finished.is_set():
+            await _poll_figures(http, name, figures)
+            try:
+                await asyncio.wait_for(finished.wait(), POLL_SECONDS)
+            except TimeoutError:
+                pass
+
+
 async def _burst(urls: list[str], name: str, participants: int, window: float,
-                 figures: Figures, seed: int) -> None:
+                 figures: Figures, seed: int, dashboard_token: str | None = None) -> None:
+    """The participants arriving within ``window`` s; with ``dashboard_token``, the dashboard
+    open on the first gateway meanwhile."""
     rng = random.Random(seed)
     answers = load.real_ratings()
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     clients = [httpx.AsyncClient(base_url=urls[n % len(urls)], timeout=120, limits=limits)
                for n in range(participants)]
+    finished = asyncio.Event()
+    watching = (asyncio.create_task(_watch(urls[0], name, dashboard_token, figures, finished))
+                if dashboard_token else None)
     try:
         await asyncio.gather(*(
             _participant(client, name, rng.uniform(0, window), answers, figures,
@@ -165,6 +228,9 @@ async def _burst(urls: list[str], name: str, participants: int, window: float,
             for client in clients
         ))
     finally:
+        finished.set()
+        if watching is not None:
+            await watching
         await asyncio.gather(*(client.aclose() for client in clients))
 
 
@@ -255,18 +321,21 @@ def _drain(database: str, figures: Figures, timeout: float = 600.0) -> None:
 
 def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: int = 1,
                   raters: int = 2, per_participant: int = 2, gold_share: float = 0.0,
-                  adaptive: bool = False, seed: int = 0) -> Figures:
+                  adaptive: bool = False, dashboard: bool = False, seed: int = 0) -> Figures:
     """Run the burst on fresh servers and check the outcome; see the module's docstring.
 
     The project holds exactly the ordinary episodes the participants can fill
     (participants × per_participant × (1 - gold_share) / raters, one rater more with
     ``adaptive``); participants recruited after the burst (at most a tenth more) take any slot
-    the greedy assignment left open.
+    the greedy assignment left open. With ``dashboard``, the dashboard is open during the
+    burst (not while those are recruited).
     """
     most_raters = raters + 1 if adaptive else raters
     episodes = int(participants * per_participant * (1 - gold_share)) // most_raters
     gold = GOLD_EPISODES if gold_share else 0
-    figures = Figures(participants, episodes, raters, gateways, gold_share, adaptive)
+    figures = Figures(participants, episodes, raters, gateways, gold_share, adaptive,
+                      dashboard=dashboard)
+    token = secrets.token_urlsafe(32) if dashboard else None
     with tempfile.TemporaryDirectory(prefix="sotopia-study-bench-") as folder:
         work = Path(folder)
         with _label_studio_on_postgres(work) as (running, settings):
@@ -292,13 +361,17 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
                    "LABEL_STUDIO_API_KEY": running.credentials.api_key,
                    SECRET_ENV: secrets.token_urlsafe(32), DATABASE_ENV: database,
                    EDITOR_DIR_ENV: str(fetch_editor(editor_dir()).absolute())}
+            # Without --study-dashboard, no dashboard whatever this shell has set.
+            env.pop(study.dashboard_token_env, None)
+            if token:
+                env[study.dashboard_token_env] = token
             started: list[GatewayProcess] = []
             try:
                 for _ in range(gateways):
                     started.append(start_gateway(study_file, env))
                 begun = time.perf_counter()
                 asyncio.run(_burst([g.url for g in started], study.name, participants, window,
-                                   figures, seed))
+                                   figures, seed, token))
                 figures.seconds = time.perf_counter() - begun
                 # Greedy assignment can leave a last slot on an episode its only remaining
                 # participant already rated; like a study on Prolific, recruit a few more.
@@ -321,12 +394,16 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
             if figures.gold_share else "")
     adaptive = (f", adaptive extra raters ({figures.added_slots} slots added)"
                 if figures.adaptive else "")
+    dashboard = ", dashboard open" if figures.dashboard else ""
     size = (f"{figures.participants} participants within 60 s, {figures.episodes} episodes"
-            f"{gold}, k={figures.raters}{adaptive}, {figures.gateways} gateway process(es), "
+            f"{gold}, k={figures.raters}{adaptive}{dashboard}, {figures.gateways} gateway "
+            "process(es), "
             "Label Studio and gateway on PostgreSQL")
     p95_submit = figures.percentile(figures.submit_ms, 0.95)
-    outcome = (f"{len(figures.errors)} errors; {figures.completed} completed "
-               f"({figures.top_ups} recruited after the burst for the last open slots); "
+    errors = f" ({_distinct(figures.errors)})" if figures.errors else ""
+    outcome = (f"{len(figures.errors)} errors{errors}; {figures.completed} completed "
+               f"({figures.turned_away} of them on arrival, nothing left to rate; "
+               f"{figures.top_ups} recruited after the burst for the last open slots); "
                f"{figures.episodes_with_k}/{figures.episodes} episodes with as many "
                f"distinct raters as slots (k={figures.raters}, or more when added); {figures.ratings_in_label_studio} ratings in "
                f"Label Studio ({figures.gold_ratings} of them gold), "
@@ -346,6 +423,7 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
          "figures": f"after submit p50 {figures.percentile(figures.saved_after_ms, 0.5):,.0f} ms, "
                     f"p95 {figures.percentile(figures.saved_after_ms, 0.95):,.0f} ms; the last "
                     f"saved {figures.drained_seconds:,.1f} s after the last participant"},
+        *([_dashboard_row(figures, size)] if figures.dashboard else []),
         {"benchmark": "study: burst, outcome", "size": size, "figures": outcome,
          "target": "0 errors, every episode k raters, nothing lost",
          "met": (not figures.errors and figures.episodes_with_k == figures.episodes
@@ -353,3 +431,22 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
                  == figures.episodes * figures.raters + figures.added_slots
                  + figures.gold_ratings)},
     ]
+
+
+def _distinct(errors: list[str]) -> str:
+    """The distinct error messages, shortened for the table."""
+    return "; ".join(sorted(set(errors)))[:200]
+
+
+def _dashboard_row(figures: Figures, size: str) -> dict[str, Any]:
+    """The dashboard's polls during the burst, as a row of the benchmark table."""
+    errors = _distinct(figures.dashboard_errors)
+    return {"benchmark": f"study: burst, dashboard figures (read every {POLL_SECONDS:.0f} s)",
+            "size": size,
+            "figures": f"{len(figures.dashboard_ms)} answered, p50 "
+                       f"{figures.percentile(figures.dashboard_ms, 0.5):,.0f} ms, p95 "
+                       f"{figures.percentile(figures.dashboard_ms, 0.95):,.0f} ms; "
+                       f"{figures.dashboard_with_agreement} with the running agreement; "
+                       f"{len(figures.dashboard_errors)} failed" + (f" ({errors})" if errors else ""),
+            "target": "every poll answered, the agreement shown",
+            "met": not figures.dashboard_errors and figures.dashboard_with_agreement > 0}
