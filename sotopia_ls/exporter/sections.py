@@ -161,6 +161,7 @@ def _annotations(tally: Tally, needed: Results, report: Report, _: str) -> str:
              f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
              f"{tally.ground_truth} ground-truth annotations used as reference."),
         _gold_note(report.inputs.long),
+        _added_slot_note(report.inputs.long),
         note(report.inputs.scores),
     )
 
@@ -175,6 +176,19 @@ def _gold_note(long: pd.DataFrame) -> str:
                 "checks with reference ratings, each rated by any number of participants: the "
                 "gold column) are left out of agreement (α, ICC, Gwet's coefficients and the "
                 "model-vs-human-noise units); the other sections include them.")
+
+
+def _added_slot_note(long: pd.DataFrame) -> str:
+    """How many annotations were rated on slots a study's adaptive extra raters added."""
+    if "added_slot" not in long:  # scores_long made before the column
+        return ""
+    added = long[long["added_slot"].astype(bool)]
+    if added.empty:
+        return ""
+    return note(f"{counted(added['annotation_id'].nunique(), 'annotation')} of "
+                f"{counted(added['episode_id'].nunique(), 'episode')} came from slots the "
+                "study added because the episode's raters disagreed (adaptive extra raters: "
+                "the added_slot column); they count in agreement like every other rating.")
 
 
 def _audit(audit: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
