@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from . import samples
-from .adjudication.disputes import DEFAULT_THRESHOLD
 from .adjudication.screen import (
     ADJUDICATION_CONFIG_FILE,
     adjudication_config_is_current,
@@ -47,6 +46,7 @@ from .labelstudio.push import (
 from .ml_backend import is_loopback
 from .ml_backend.commands import connect_command, ml_backend_command
 from .options import failures_as_messages, server_options
+from .scores import DISAGREEMENT_THRESHOLD
 from .study.commands import study_command
 
 DEFAULT_TITLE = "Sotopia human evaluation"
@@ -498,7 +498,7 @@ def evaluate_command(
 @main.command("adjudicate")
 @server_options
 @click.option("--project", required=True, help="Id or exact title of the study project.")
-@click.option("--threshold", type=click.IntRange(min=0), default=DEFAULT_THRESHOLD,
+@click.option("--threshold", type=click.IntRange(min=0), default=DISAGREEMENT_THRESHOLD,
               show_default=True, help="An episode is disputed when, on any dimension and "
               "agent, its highest and lowest ratings differ by more than this.")
 @click.option("--into", help="Id or exact title of the adjudication project. Default: "
@@ -535,6 +535,9 @@ def adjudicate_command(url: str | None, api_key: str | None, project: str, thres
     click.echo(f"{report.rated} rated episode(s), {report.disputed} disputed (ratings more "
                f"than {threshold} apart); added {len(report.added)} to project {target.id}, "
                f"{len(report.already_there)} already there")
+    if report.changed:
+        click.echo(f"rated again since sent (their adjudication tasks show the ratings as "
+                   f"sent): {', '.join(report.changed)}")
 
 
 main.add_command(export_command)

@@ -112,8 +112,8 @@ def _stylesheet() -> str:
 
 
 _TITLE = "margin: 12px 0 4px"
-_LABEL = "font-size: 15px; margin: 4px 0 2px"
-_BODY = "font-weight: normal; font-size: 14px; margin: 2px 0 6px"
+LABEL_STYLE = "font-size: 15px; margin: 4px 0 2px"
+BODY_STYLE = "font-weight: normal; font-size: 14px; margin: 2px 0 6px"
 _QUOTE = "font-weight: normal; font-style: italic; font-size: 14px; margin: 2px 0"
 _SMALL = "font-weight: normal; font-size: 13px; color: #595959; margin: 0 0 4px"
 
@@ -141,12 +141,12 @@ def episode_screen(evaluation: Callable[[ET.Element], None], css: str = "") -> s
 
 
 def _context(parent: ET.Element) -> None:
-    _title(parent, "Scenario", size=3)
+    title(parent, "Scenario", size=3)
     ET.SubElement(parent, "Text", name="scenario", value="$scenario")
     agents = ET.SubElement(parent, "View", className="sotopia-agents")
     for agent in AGENTS:
         card = ET.SubElement(agents, "View", className="sotopia-agent")
-        _title(card, f"Agent {agent}: ${agent_field(agent, 'name')}", size=4)
+        title(card, f"Agent {agent}: ${agent_field(agent, 'name')}", size=4)
         _labelled_text(card, "Background", agent_field(agent, "profile"))
         secret = ET.SubElement(card, "View", className="sotopia-secret")
         _labelled_text(
@@ -158,7 +158,7 @@ def _context(parent: ET.Element) -> None:
 
 
 def _dialogue(parent: ET.Element) -> None:
-    _title(parent, "Dialogue", size=3)
+    title(parent, "Dialogue", size=3)
     ET.SubElement(
         ET.SubElement(parent, "View", className="sotopia-dialogue"),
         "Paragraphs",
@@ -171,33 +171,33 @@ def _dialogue(parent: ET.Element) -> None:
 
 
 def _evaluation(parent: ET.Element) -> None:
-    _title(parent, "Your evaluation", size=3)
-    _header(
+    title(parent, "Your evaluation", size=3)
+    header(
         parent,
         "Rate each agent on every dimension and say why in the box under the rating. "
         f"All {len(DIMENSIONS) * len(AGENTS)} ratings and "
         f"{len(DIMENSIONS) * len(AGENTS)} rationales are required.",
-        _BODY,
+        BODY_STYLE,
     )
     for dimension in DIMENSIONS:
         _dimension_block(parent, dimension)
 
 
 def _labelled_text(parent: ET.Element, label: str, key: str) -> None:
-    _header(parent, label, _LABEL)
+    header(parent, label, LABEL_STYLE)
     ET.SubElement(parent, "Text", name=key, value=f"${key}")
 
 
 def _dimension_block(parent: ET.Element, dimension: Dimension) -> None:
     block = ET.SubElement(parent, "View", className="sotopia-dimension")
-    _title(block, static_text(_label_and_range(dimension)), size=4)
-    _header(block, static_text(dimension.guidance), _BODY)
+    title(block, static_text(label_and_range(dimension)), size=4)
+    header(block, static_text(dimension.guidance), BODY_STYLE)
     ratings = ET.SubElement(block, "View", className="sotopia-ratings")
     for agent in AGENTS:
         column = ET.SubElement(
             ratings, "View", className=f"sotopia-rating {rating_class(dimension.key, agent)}"
         )
-        _header(column, f"${agent_field(agent, 'name')}", _LABEL)
+        header(column, f"${agent_field(agent, 'name')}", LABEL_STYLE)
         _rating(column, dimension, agent)
         _rationale(column, dimension, agent)
     collapse = ET.SubElement(block, "Collapse")
@@ -255,9 +255,9 @@ def _rationale(parent: ET.Element, dimension: Dimension, agent: int) -> None:
 
 def _example(parent: ET.Element, example: Example) -> None:
     box = ET.SubElement(parent, "View", className="sotopia-example")
-    _header(box, f"{example.verdict.capitalize()} annotation, rated {example.rating}", _LABEL)
-    _header(box, static_text(f"Rationale: \u201c{example.rationale}\u201d"), _QUOTE)
-    _header(box, static_text(example.assessment), _SMALL)
+    header(box, f"{example.verdict.capitalize()} annotation, rated {example.rating}", LABEL_STYLE)
+    header(box, static_text(f"Rationale: \u201c{example.rationale}\u201d"), _QUOTE)
+    header(box, static_text(example.assessment), _SMALL)
 
 
 def _worked_example(parent: ET.Element, dimension: Dimension) -> None:
@@ -266,19 +266,23 @@ def _worked_example(parent: ET.Element, dimension: Dimension) -> None:
             if rating.dimension != dimension.key:
                 continue
             box = ET.SubElement(parent, "View", className="sotopia-example")
-            _header(box, static_text(f"Worked example: {agent.name}, rated {rating.score}"), _LABEL)
-            _header(box, static_text(rating.reasoning), _QUOTE)
+            header(box, static_text(f"Worked example: {agent.name}, rated {rating.score}"),
+                   LABEL_STYLE)
+            header(box, static_text(rating.reasoning), _QUOTE)
 
 
-def _label_and_range(dimension: Dimension) -> str:
+def label_and_range(dimension: Dimension) -> str:
+    """A dimension's heading: its label and range."""
     return f"{dimension.label} ({dimension.range_text})"
 
 
-def _title(parent: ET.Element, text: str, *, size: int) -> None:
-    _header(parent, text, _TITLE, size=size)
+def title(parent: ET.Element, text: str, *, size: int) -> None:
+    """A section's or a dimension's heading (``size`` 3 or 4)."""
+    header(parent, text, _TITLE, size=size)
 
 
-def _header(parent: ET.Element, text: str, style: str, *, size: int = 5) -> None:
+def header(parent: ET.Element, text: str, style: str, *, size: int = 5) -> None:
+    """A line of the screen's own text (``LABEL_STYLE``, ``BODY_STYLE`` …)."""
     ET.SubElement(parent, "Header", value=text, size=str(size), style=style)
 
 
@@ -427,7 +431,7 @@ def _dimension_html(dimension: Dimension) -> str:
         [(e.rationale, str(e.rating), e.verdict, e.assessment) for e in dimension.examples],
     )
     return (
-        f"<h3>{_e(_label_and_range(dimension))}</h3>"
+        f"<h3>{_e(label_and_range(dimension))}</h3>"
         f"<p>{_e(dimension.guidance)}</p>{table}"
     )
 
@@ -437,7 +441,7 @@ def _worked_example_html() -> str:
     parts = [f"<h2>Worked example: {_e(names)}</h2>"]
     for agent in RUBRIC.worked_example.agents:
         rows = [
-            (_label_and_range(RUBRIC[r.dimension]), r.reasoning, str(r.score))
+            (label_and_range(RUBRIC[r.dimension]), r.reasoning, str(r.score))
             for r in agent.ratings
         ]
         table = _table(("Dimension", "Reasoning", "Rating"), rows)

@@ -19,11 +19,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import invoke, results_of
 
-from sotopia_ls.adjudication.disputes import (
-    EpisodeRatings,
-    episode_ratings,
-    is_disputed,
-)
+from sotopia_ls.adjudication.disputes import EpisodeRatings, episode_ratings
+from sotopia_ls.adjudication.reading import with_adjudicated
 from sotopia_ls.adjudication.screen import (
     ADJUDICATION_CONFIG_FILE,
     adjudication_config,
@@ -39,9 +36,13 @@ from sotopia_ls.adjudication.screen import (
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.labelstudio.client import episode_tasks, task_records
+from sotopia_ls.labelstudio.client import episode_tasks, task_records, update_task_meta
 from sotopia_ls.labelstudio.interface import sdk_config
 from sotopia_ls.labelstudio.push import import_episodes
+from sotopia_ls.labelstudio.tasks import GOLD
+from sotopia_ls.scores import DISAGREEMENT_THRESHOLD, scores_disagree
+from sotopia_ls.study import leases
+from sotopia_ls.study.settings import Adaptive
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL = "goal"
@@ -96,7 +97,21 @@ def _long(scores: dict[str, list[int]]) -> pd.DataFrame:
 def test_ratings_more_than_the_threshold_apart_are_disputed(scores, disputed):
     (episode,) = episode_ratings(_long({"ep": scores}))
     assert (episode.disputed(2) == [(1, GOAL)]) is disputed
-    assert is_disputed(scores, 2) is disputed
+    assert scores_disagree(scores, 2) is disputed
+
+
+@pytest.mark.parametrize("apart", range(6))
+def test_a_study_adds_a_rater_exactly_where_adjudication_would_dispute(apart):
+    """One rule and one default threshold: the study's adaptive extra raters and adjudication
+    read two raters' goal ratings, ``apart`` points apart, the same way."""
+    first, second = _ratings("A", 2), _ratings("B", 2 + apart)
+    long = _long({"ep": [2, 2 + apart]})
+    disputed = bool(episode_ratings(long)[0].disputed(DISAGREEMENT_THRESHOLD))
+    assert leases.disagree([first, second], DISAGREEMENT_THRESHOLD) is disputed
+    assert disputed is (apart > DISAGREEMENT_THRESHOLD)
+    assert Adaptive(max_raters=3).threshold == DISAGREEMENT_THRESHOLD
+    (threshold,) = [p for p in main.commands["adjudicate"].params if p.name == "threshold"]
+    assert threshold.default == DISAGREEMENT_THRESHOLD
 
 
 def test_raters_are_named_a_b_c_in_the_order_of_their_annotations():
@@ -118,18 +133,41 @@ def test_a_report_on_adjudicated_scores_needs_an_export_that_wrote_them(export_f
     assert "no adjudicated_scores.csv: export with --adjudication-project" in missing.output
 
 
-def test_an_adjudicated_score_edited_out_of_range_is_refused_in_one_line(export_file, tmp_path):
+@pytest.mark.parametrize(("edit", "where", "reason"), [
+    ({"adjudicated_score": 11}, " [row 1]: adjudicated_score:", "goal score 11 is outside 0 to 10"),
+    ({"dimension": "charm"}, " [row 1]: dimension:", "unknown dimension 'charm'"),
+    ({"agent": 3}, " [row 1]: agent:", "3 is not one of [1, 2]"),
+    ({"raw_annotation_ids": "[11, 12]"}, " [row 1]: raw_annotation_ids:",
+     "'[11, 12]' is not an object of rater → annotation id"),
+    ({"raw_annotation_ids": None}, ":",
+     "not an adjudicated_scores.csv (no raw_annotation_ids column)"),
+])
+def test_an_edited_adjudicated_score_is_refused_in_one_line_naming_its_field(
+        export_file, tmp_path, edit, where, reason):
     out = tmp_path / "out"
     assert invoke(main, "export", "--from-file", str(export_file), "-o", str(out)).exit_code == 0
     episode = pd.read_csv(out / "scores_long.csv", dtype={"episode_id": str})["episode_id"][0]
-    pd.DataFrame([{"episode_id": episode, "agent": 1, "dimension": GOAL,
-                   "adjudicated_score": 11, "note": "n"}]).to_csv(
+    row = {"episode_id": episode, "agent": 1, "dimension": GOAL, "adjudicated_score": 5,
+           "note": "n", "raw_annotation_ids": '{"A": 11, "B": 12}', **edit}
+    pd.DataFrame([{name: value for name, value in row.items() if value is not None}]).to_csv(
         out / "adjudicated_scores.csv", index=False)
     refused = invoke(main, "report", "--from-export", str(out), "--scores", "adjudicated",
                      "--bootstrap", "0", "-o", str(tmp_path / "r"))
     assert refused.exit_code == 1 and "Traceback" not in refused.output
-    assert (f"{out / 'adjudicated_scores.csv'} [row 1]: adjudicated_score: goal score 11 is "
-            "outside 0 to 10") in refused.output
+    assert f"{out / 'adjudicated_scores.csv'}{where} {reason}" in refused.output
+    assert "row 0" not in refused.output
+
+
+def test_an_adjudicated_score_replaces_only_the_ratings_it_settled():
+    """Raters A and B rated goal 2 and 8 and were adjudicated 5; a third rater, added by the
+    study after the episode was sent, rated 7 and keeps it."""
+    long = _long({"ep": [2, 8, 7]})  # annotations 0, 1, 2
+    adjudicated = pd.DataFrame([{
+        "episode_id": "ep", "agent": 1, "dimension": GOAL, "adjudicated_score": 5,
+        "raw_annotation_ids": '{"A": 0, "B": 1}', "adjudication_annotation_id": 900}])
+    replaced = with_adjudicated(long, adjudicated)
+    assert dict(zip(replaced["annotation_id"], replaced["score"])) == {0: 5, 1: 5, 2: 7}
+    assert list(long["score"]) == [2, 8, 7]  # the raw scores are untouched
 
 
 # --- the story, with a real Label Studio -----------------------------------------------------
@@ -145,12 +183,11 @@ def _ratings(rater: str, goal: int) -> list[dict]:
     return results_of(given)
 
 
-@pytest.fixture
-def study(ls_client, sample_data, project_title):
+def _study(ls_client, sample_data, title: str) -> dict:
     """A study project of two episodes, each rated by two crowd raters: on the first they
     rate goal 2 and 8, on the second they agree."""
     episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:2]
-    project, _, _ = import_episodes(ls_client, episodes, title=project_title, progress=False)
+    project, _, _ = import_episodes(ls_client, episodes, title=title, progress=False)
     run = uuid.uuid4().hex[:8]
     raters = [ls_client.users.create(email=f"prolific-{k}-{run}@crowd.test",
                                      username=f"5f1e2d{k}{run}") for k in (1, 2)]
@@ -162,7 +199,27 @@ def study(ls_client, sample_data, project_title):
     for rater, goal in zip(raters, (7, 8)):
         ls_client.annotations.create(id=tasks[agreed], completed_by=rater.id, lead_time=60,
                                      result=_ratings(f"rater {rater.id}", goal))
-    return {"project": project, "raters": raters, "disputed": disputed, "agreed": agreed}
+    return {"project": project, "raters": raters, "disputed": disputed, "agreed": agreed,
+            "tasks": tasks}
+
+
+@pytest.fixture
+def study(ls_client, sample_data, project_title):
+    return _study(ls_client, sample_data, project_title)
+
+
+def _adjudicator(ls_client):
+    return ls_client.users.create(email=f"adj-{uuid.uuid4().hex[:8]}@lab.test",
+                                  username=f"adj-{uuid.uuid4().hex[:8]}")
+
+
+def _settle(ls_client, task: int, adjudicator, score: int):
+    """The adjudicator's annotation: goal of agent 1 rated ``score``, with a note."""
+    return ls_client.annotations.create(id=task, completed_by=adjudicator.id, result=[
+        {"from_name": rating_name(GOAL, 1), "to_name": "dialogue", "type": "choices",
+         "value": {"choices": [str(score)]}},
+        {"from_name": note_name(GOAL, 1), "to_name": "dialogue", "type": "textarea",
+         "value": {"text": ["Half the goal was reached."]}}])
 
 
 def _run(label_studio, *args: str):
@@ -206,13 +263,8 @@ def test_a_goal_rated_2_and_8_is_adjudicated_into_its_own_file(label_studio, ls_
     assert len(task_records(ls_client, adjudication.id)) == 1
 
     # The adjudicator settles it; a second, broken adjudication is refused in one line.
-    adjudicator = ls_client.users.create(email=f"adj-{uuid.uuid4().hex[:8]}@lab.test",
-                                         username=f"adj-{uuid.uuid4().hex[:8]}")
-    settled = ls_client.annotations.create(id=task.id, completed_by=adjudicator.id, result=[
-        {"from_name": rating_name(GOAL, 1), "to_name": "dialogue", "type": "choices",
-         "value": {"choices": ["5"]}},
-        {"from_name": note_name(GOAL, 1), "to_name": "dialogue", "type": "textarea",
-         "value": {"text": ["Half the goal was reached."]}}])
+    adjudicator = _adjudicator(ls_client)
+    settled = _settle(ls_client, task.id, adjudicator, 5)
     broken = ls_client.annotations.create(id=task.id, completed_by=adjudicator.id, result=[
         {"from_name": rating_name(GOAL, 1), "to_name": "dialogue", "type": "choices",
          "value": {"choices": ["99"]}}])
@@ -274,12 +326,81 @@ def test_the_study_project_itself_is_never_taken_for_the_adjudication_project(
     assert "Traceback" not in refused.output
 
 
+@pytest.mark.server
+def test_a_gold_episode_is_never_sent_to_adjudication(label_studio, ls_client, study):
+    """The disputed episode is one of the study's hidden gold checks: its raters are compared
+    with the reference, not adjudicated."""
+    project = study["project"].id
+    update_task_meta(ls_client, project, study["tasks"][study["disputed"]],
+                     {GOLD: {"pilot": True}})
+    sent = _run(label_studio, "adjudicate", "--project", str(project))
+    assert sent.exit_code == 0, sent.output
+    assert "1 rated episode(s), 0 disputed" in sent.output and "added 0" in sent.output
+
+
+@pytest.mark.server
+def test_two_studies_share_an_adjudication_project_and_each_export_reads_its_own(
+        label_studio, ls_client, sample_data, study, tmp_path):
+    """Two study projects of the same episodes send their disputes to one adjudication
+    project: each gets its own task there, and each study's export reads only its own."""
+    other = _study(ls_client, sample_data, f"{study['project'].title} again")
+    shared = f"{study['project'].title} shared adjudication"
+    for each in (study, other):
+        sent = _run(label_studio, "adjudicate", "--project", str(each["project"].id),
+                    "--into", shared)
+        assert sent.exit_code == 0, sent.output
+        assert "added 1" in sent.output and "0 already there" in sent.output
+    (adjudication,) = [p for p in ls_client.projects.list(title=shared) if p.title == shared]
+    tasks = task_records(ls_client, adjudication.id)
+    assert [task.meta["sotopia_adjudication"]["study_project"] for task in tasks] == [
+        study["project"].id, other["project"].id]
+    adjudicator = _adjudicator(ls_client)
+    for task, score in zip(tasks, (5, 6)):
+        _settle(ls_client, task.id, adjudicator, score)
+
+    out = tmp_path / "out"
+    exported = _run(label_studio, "export", "--project", str(study["project"].id),
+                    "--adjudication-project", str(adjudication.id), "-o", str(out))
+    assert exported.exit_code == 0, exported.output
+    assert "1 adjudicated rating(s)" in exported.output
+    assert "1 adjudication task(s) sent from other study projects left out" in exported.output
+    adjudicated = pd.read_csv(out / "adjudicated_scores.csv")
+    assert list(adjudicated["adjudicated_score"]) == [5]
+    assert list(adjudicated["adjudication_task_id"]) == [tasks[0].id]
+
+    # The study project itself is no adjudication project: one line, nothing written.
+    itself = _run(label_studio, "export", "--project", str(study["project"].id),
+                  "--adjudication-project", str(study["project"].id), "-o", str(tmp_path / "x"))
+    assert itself.exit_code == 1 and "Traceback" not in itself.output
+    assert "is not an adjudication project" in itself.output
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.server
+def test_a_rerun_names_the_episodes_rated_again_since_they_were_sent(label_studio, ls_client,
+                                                                      study):
+    """The study added a third rater to the disputed episode after it was sent (adaptive
+    extra raters): the rerun sends nothing twice and says which episode changed."""
+    project = str(study["project"].id)
+    assert _run(label_studio, "adjudicate", "--project", project).exit_code == 0
+    third = ls_client.users.create(email=f"prolific-3-{uuid.uuid4().hex[:8]}@crowd.test",
+                                   username=f"5f1e2d3{uuid.uuid4().hex[:8]}")
+    ls_client.annotations.create(id=study["tasks"][study["disputed"]], completed_by=third.id,
+                                 lead_time=60, result=_ratings("rater 3", 7))
+    again = _run(label_studio, "adjudicate", "--project", project)
+    assert again.exit_code == 0, again.output
+    assert "added 0" in again.output and "1 already there" in again.output
+    assert (f"rated again since sent (their adjudication tasks show the ratings as sent): "
+            f"{study['disputed']}") in again.output
+
+
 @pytest.mark.browser
 @pytest.mark.server
 def test_the_adjudicator_sees_both_rationales_and_is_asked_only_about_the_dispute(
         label_studio, ls_client, study, tmp_path):
     from browser import chromium_page, log_in
     from playwright.sync_api import expect
+    from test_browser import wait_for_annotations
 
     assert _run(label_studio, "adjudicate", "--project", str(study["project"].id)).exit_code == 0
     into = f"{study['project'].title} adjudication"
@@ -304,7 +425,7 @@ def test_the_adjudicator_sees_both_rationales_and_is_asked_only_about_the_disput
         expect(disputed.locator("textarea")).to_be_visible()
         disputed.locator("textarea").fill("Half the goal was reached.")
         page.get_by_role("button", name="Submit current annotation").click()
-        page.wait_for_timeout(2000)
+        assert wait_for_annotations(ls_client, task.id), "the adjudication was not saved"
     out = tmp_path / "out"
     exported = _run(label_studio, "export", "--project", str(study["project"].id),
                     "--adjudication-project", str(adjudication.id), "-o", str(out))

@@ -4,8 +4,9 @@ Raters of an episode get pseudonyms made for it, ``A``, ``B``, ``C`` … in the 
 annotations, so the adjudicator sees neither an email, a Prolific id nor the export's
 ``annotator-<user id>``, and cannot follow one rater from episode to episode. A dimension
 and agent is *disputed* when its ratings differ by more than the threshold (highest less
-lowest); the adjudication project's task meta keeps what was disputed (``Disputes``) and
-which annotation each pseudonym stands for.
+lowest: ``scores.scores_disagree``, the rule a study's adaptive extra raters follow too); the
+adjudication project's task meta keeps what was disputed (``Disputes``) and which annotation
+each pseudonym stands for.
 """
 
 from __future__ import annotations
@@ -18,16 +19,10 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..dimensions import AGENTS, DIMENSION_KEYS
-
-DEFAULT_THRESHOLD = 2
+from ..scores import scores_disagree
 
 # {(agent, dimension key): {rater: (score, rationale)}}
 Ratings = dict[tuple[int, str], dict[str, tuple[int, str]]]
-
-
-def is_disputed(scores: list[int], threshold: int) -> bool:
-    """Two ratings or more that differ by more than ``threshold``."""
-    return len(scores) > 1 and max(scores) - min(scores) > threshold
 
 
 def pseudonym(position: int) -> str:
@@ -50,7 +45,7 @@ class EpisodeRatings:
     def disputed(self, threshold: int) -> list[tuple[int, str]]:
         """``(agent, dimension key)`` of every disputed rating, agent then rubric order."""
         return [(agent, key) for agent in AGENTS for key in DIMENSION_KEYS
-                if is_disputed([score for score, _ in self.ratings.get((agent, key), {})
+                if scores_disagree([score for score, _ in self.ratings.get((agent, key), {})
                                 .values()], threshold)]
 
 

@@ -5,8 +5,12 @@ validated, ``scores_long``), so an annotation the export refuses is not adjudica
 The adjudication project is found by its title, or created with the adjudication screen
 (``screen``); each disputed episode becomes one task there, holding the study task's data
 (the episode), the screen's blocks and, in its meta, the disputes (``disputes.Disputes``).
-An episode already in the project is not sent again, so a rerun adds only episodes disputed
-since; the project never gets a second task for an episode.
+Gold episodes (a study's hidden checks, rated by any number of participants against a
+reference) are not adjudicated. An episode already in the project from this study project is
+not sent again, so a rerun adds only episodes disputed since; the project never gets a second
+task for an episode of a study project, and may hold several study projects' episodes. One
+sent whose raters have changed since (an extra rater an adaptive study added later) is
+reported: its task shows the ratings as they were sent.
 """
 
 from __future__ import annotations
@@ -14,28 +18,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import controls, instructions_html
-from ..dimensions import AGENTS, DIMENSION_KEYS
+from ..config import instructions_html
 from ..errors import LabelStudioError, ProjectNotFound
 from ..exporter.export import export_project
+from ..exporter.sections import gold_rows
 from ..labelstudio.client import (
     Client,
     Project,
     create_project,
-    episode_tasks,
     find_project,
     import_batch,
     project_task_data,
+    task_records,
 )
 from ..labelstudio.push import DEFAULT_BATCH_SIZE
-from .disputes import (
-    DEFAULT_THRESHOLD,
-    DISPUTES_KEY,
-    EpisodeRatings,
-    disputes_of,
-    episode_ratings,
-)
-from .screen import adjudication_config, note_name, rating_name, screen_data
+from ..labelstudio.tasks import EPISODE_ID
+from ..scores import DISAGREEMENT_THRESHOLD
+from .disputes import DISPUTES_KEY, EpisodeRatings, disputes_of, episode_ratings
+from .reading import read_disputes
+from .screen import adjudication_config, missing_control, screen_data
 
 _INTRO = ("<h2>Adjudicating disagreements</h2><p>Each task is an episode whose raters "
           "disagreed by more than the threshold on at least one dimension. Their scores and "
@@ -52,8 +53,9 @@ def adjudication_instructions() -> str:
 @dataclass
 class AdjudicationReport:
     """What ``adjudicate`` did: the adjudication ``project`` (``created`` by this run), how
-    many episodes were ``rated`` and ``disputed``, the episodes ``added`` to the project and
-    those ``already_there``."""
+    many episodes were ``rated`` and ``disputed``, the episodes ``added`` to the project,
+    those ``already_there`` and, of those, the ones whose raters ``changed`` since they were
+    sent."""
 
     project: Project
     created: bool
@@ -61,6 +63,7 @@ class AdjudicationReport:
     disputed: int
     added: list[str] = field(default_factory=list)
     already_there: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
 
 
 def default_title(study: Project) -> str:
@@ -68,25 +71,28 @@ def default_title(study: Project) -> str:
 
 
 def adjudicate(
-    client: Client, project: str | int, *, threshold: int = DEFAULT_THRESHOLD,
+    client: Client, project: str | int, *, threshold: int = DISAGREEMENT_THRESHOLD,
     into: str | int | None = None, exclude_rejected: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> AdjudicationReport:
     """Send every episode of the study ``project`` whose ratings differ by more than
     ``threshold`` on any dimension and agent to the adjudication project ``into`` (id or
     title; default ``"<study title> adjudication"``, created when there is none).
-    ``exclude_rejected`` leaves out annotations the study review marked reject."""
+    ``exclude_rejected`` leaves out annotations the study review marked reject; gold
+    episodes are left out."""
     if threshold < 0:
         raise ValueError(f"threshold must be 0 or more, got {threshold}")
     study = find_project(client, project)
     long = export_project(client, study.id, exclude_rejected=exclude_rejected).scores_long
-    episodes = episode_ratings(long)
+    episodes = episode_ratings(long[~gold_rows(long)])
     disputed = [episode for episode in episodes if episode.disputed(threshold)]
     target, created = _adjudication_project(client, into or default_title(study))
-    present = episode_tasks(client, target.id)
+    sent = _sent(client, target.id)
     report = AdjudicationReport(target, created, len(episodes), len(disputed))
-    report.already_there = [e.episode_id for e in disputed if e.episode_id in present]
-    todo = [e for e in disputed if e.episode_id not in present]
+    report.already_there = [e.episode_id for e in disputed if (study.id, e.episode_id) in sent]
+    report.changed = [e.episode_id for e in disputed
+                      if sent.get((study.id, e.episode_id), e.raters) != e.raters]
+    todo = [e for e in disputed if (study.id, e.episode_id) not in sent]
     if todo:
         data = project_task_data(client, study.id)
         payloads = [_task(episode, data[episode.task_id], study.id, threshold)
@@ -95,6 +101,16 @@ def adjudicate(
             import_batch(client, target.id, payloads[start : start + batch_size])
             report.added += [e.episode_id for e in todo[start : start + batch_size]]
     return report
+
+
+def _sent(client: Client, project_id: int) -> dict[tuple[int, str], dict[str, int]]:
+    """``(study project, episode) → raters`` (pseudonym → annotation id) of every task the
+    adjudication project holds, as it was sent."""
+    sent: dict[tuple[int, str], dict[str, int]] = {}
+    for task in task_records(client, project_id):
+        disputes = read_disputes(task.meta, f"project {project_id}", f"task {task.id}")
+        sent[(disputes.study_project, str(task.data.get(EPISODE_ID)))] = disputes.raters
+    return sent
 
 
 def _task(episode: EpisodeRatings, study_data: dict[str, Any], study_project: int,
@@ -117,12 +133,10 @@ def _adjudication_project(client: Client, ref: str | int) -> tuple[Project, bool
             raise
         return create_project(client, str(ref), annotations_per_task=1,
                               screen=(adjudication_config(), adjudication_instructions())), True
-    names = controls(target.label_config)
-    missing = [name for agent in AGENTS for key in DIMENSION_KEYS
-               for name in (rating_name(key, agent), note_name(key, agent)) if name not in names]
+    missing = missing_control(target.label_config)
     if missing:
         raise LabelStudioError(
             f"project {target.title!r} is not an adjudication project (its labeling config "
-            f"has no {missing[0]}); give --into a new title and it is created",
+            f"has no {missing}); give --into a new title and it is created",
             project=target.id)
     return target, False

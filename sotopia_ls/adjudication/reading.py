@@ -11,6 +11,9 @@ blank; nothing for a rating the raters agreed on. An annotation that fails is re
 each of its faults one ``Problem`` naming the task, the annotation and the control. Skipped
 (cancelled) annotations are not adjudications and are passed over.
 
+Only the tasks sent from the exported study project are read (``Disputes.study_project``):
+an adjudication project may hold several studies' episodes.
+
 ``with_adjudicated`` puts the adjudicated scores into a ``scores_long`` frame, for a report
 that reads them instead of the raw ones.
 """
@@ -28,17 +31,20 @@ import pandas as pd
 from pydantic import ValidationError
 
 from ..dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
-from ..errors import InvalidInput, Problem
+from ..errors import InvalidInput, LabelStudioError, Problem
 from ..labelstudio.client import Client, find_project
 from ..labelstudio.results import Value, rating_score, rationale_text, results_of
 from ..labelstudio.snapshot import project_reads
 from ..labelstudio.tasks import EPISODE_ID, agent_field
 from .disputes import DISPUTES_KEY, Disputes
-from .screen import note_name, rating_name
+from .screen import missing_control, note_name, rating_name
 
 ADJUDICATED_FILE = "adjudicated_scores.csv"
 ADJUDICATION_ERRORS_FILE = "adjudication_errors.jsonl"
 ADJUDICATION_FILES = (ADJUDICATED_FILE, ADJUDICATION_ERRORS_FILE)
+# What a report's scores may be: the raters' own, or adjudicated where adjudicated (here,
+# not in the report module, so the command line offers them without loading the statistics).
+SCORE_CHOICES = ("raw", "adjudicated")
 ADJUDICATED_COLUMNS: tuple[str, ...] = (
     "episode_id",
     "agent",
@@ -56,15 +62,23 @@ ADJUDICATED_COLUMNS: tuple[str, ...] = (
 
 @dataclass
 class Adjudicated:
-    """The adjudicated ratings (``ADJUDICATED_COLUMNS``) and why annotations were refused."""
+    """The adjudicated ratings (``ADJUDICATED_COLUMNS``), why annotations were refused, and
+    how many tasks came from other study projects (left out)."""
 
     scores: pd.DataFrame
     problems: list[Problem] = field(default_factory=list)
+    other_studies: int = 0
 
 
-def adjudicated_scores(client: Client, project: str | int) -> Adjudicated:
-    """Every adjudicated rating of the adjudication project ``project`` (id or title)."""
+def adjudicated_scores(client: Client, project: str | int, study_project: int) -> Adjudicated:
+    """Every adjudicated rating of the adjudication project ``project`` (id or title) on an
+    episode of the study project ``study_project``; a project without the adjudication
+    screen's controls (the study project itself, say) is refused."""
     target = find_project(client, project)
+    missing = missing_control(target.label_config)
+    if missing:
+        raise LabelStudioError(f"project {target.title!r} is not an adjudication project (its "
+                               f"labeling config has no {missing})", project=target.id)
     origin = f"project {target.id}"
     try:
         tasks = orjson.loads(b"".join(project_reads(client, target.id)))
@@ -72,22 +86,38 @@ def adjudicated_scores(client: Client, project: str | int) -> Adjudicated:
         raise InvalidInput([Problem(origin, "", f"not a Label Studio JSON export: {error}")]) from None
     rows: list[dict[str, Any]] = []
     problems: list[Problem] = []
+    other_studies = 0
     for task in tasks:
-        task_rows, task_problems = _task_rows(task, origin)
+        try:
+            disputes = read_disputes(task.get("meta"), origin, f"task {task.get('id')}")
+        except InvalidInput as error:
+            problems += error.problems
+            continue
+        if disputes.study_project != study_project:
+            other_studies += 1
+            continue
+        task_rows, task_problems = _task_rows(task, disputes, origin)
         rows += task_rows
         problems += task_problems
-    return Adjudicated(pd.DataFrame(rows, columns=list(ADJUDICATED_COLUMNS)), problems)
+    return Adjudicated(pd.DataFrame(rows, columns=list(ADJUDICATED_COLUMNS)), problems,
+                       other_studies)
 
 
-def _task_rows(task: dict[str, Any], origin: str) -> tuple[list[dict[str, Any]], list[Problem]]:
-    where = f"task {task.get('id')}"
+def read_disputes(meta: Any, origin: str, where: str) -> Disputes:
+    """An adjudication task's disputes record (``DISPUTES_KEY`` of its ``meta``); one
+    ``Problem`` naming the field when it is not one."""
     try:
-        disputes = Disputes.model_validate((task.get("meta") or {}).get(DISPUTES_KEY))
+        return Disputes.model_validate((meta or {}).get(DISPUTES_KEY))
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         place = ".".join(map(str, (DISPUTES_KEY, *first["loc"])))
         reason = first["msg"].removeprefix("Value error, ")
-        return [], [Problem(origin, where, reason, f"meta {place}")]
+        raise InvalidInput([Problem(origin, where, reason, f"meta {place}")]) from None
+
+
+def _task_rows(task: dict[str, Any], disputes: Disputes,
+               origin: str) -> tuple[list[dict[str, Any]], list[Problem]]:
+    where = f"task {task.get('id')}"
     rows: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for annotation in task.get("annotations") or []:
@@ -157,43 +187,72 @@ def _one(values: list[Value | None], what: str,
     return read(values[0])
 
 
-def adjudicated_problems(table: pd.DataFrame) -> list[tuple[int, str]]:
-    """``(row number from 1, reason)`` for each row of an ``adjudicated_scores`` table read
-    back whose rating the rubric refuses: an unknown dimension or agent, a score that is no
-    integer or lies outside the dimension's range."""
-    missing = [name for name in ("episode_id", "agent", "dimension", "adjudicated_score")
-               if name not in table.columns]
+def adjudicated_problems(table: pd.DataFrame, origin: str) -> list[Problem]:
+    """Each problem of an ``adjudicated_scores`` table read back from ``origin``, naming its
+    row (from 1) and field: a missing column, an unknown dimension or agent, a score that is
+    no integer or lies outside the dimension's range, raw annotation ids that are not an
+    object of rater → annotation id."""
+    missing = [name for name in ("episode_id", "agent", "dimension", "adjudicated_score",
+                                 "raw_annotation_ids") if name not in table.columns]
     if missing:
-        return [(0, f"not an {ADJUDICATED_FILE} (no {', '.join(missing)})")]
+        return [Problem(origin, "", f"not an {ADJUDICATED_FILE} (no {', '.join(missing)} "
+                        "column)")]
     problems = []
     for number, row in enumerate(table.itertuples(index=False), start=1):
-        try:
-            dimension = RUBRIC[str(row.dimension)]
-        except KeyError as error:
-            problems.append((number, str(error.args[0])))
-            continue
-        if str(row.agent) not in {str(agent) for agent in AGENTS}:
-            problems.append((number, f"agent {row.agent!r} is not one of {list(AGENTS)}"))
-            continue
-        score, reason = rating_score(Value(choices=[str(row.adjudicated_score)]), dimension,
-                                     dimension.choices)
-        if score is None:
-            problems.append((number, reason))
+        fault = _row_fault(row)
+        if fault:
+            problems.append(Problem(origin, f"row {number}", fault[1], fault[0]))
     return problems
 
 
+def _row_fault(row: Any) -> tuple[str, str] | None:
+    """``(field, reason)`` of the first fault of one row, None for none."""
+    try:
+        dimension = RUBRIC[str(row.dimension)]
+    except KeyError as error:
+        return "dimension", str(error.args[0])
+    if str(row.agent) not in {str(agent) for agent in AGENTS}:
+        return "agent", f"{row.agent!r} is not one of {list(AGENTS)}"
+    score, reason = rating_score(Value(choices=[str(row.adjudicated_score)]), dimension,
+                                 dimension.choices)
+    if score is None:
+        return "adjudicated_score", reason
+    if _annotation_ids(row.raw_annotation_ids) is None:
+        return "raw_annotation_ids", (f"{row.raw_annotation_ids!r} is not an object of rater "
+                                      "→ annotation id")
+    return None
+
+
+def _annotation_ids(cell: Any) -> list[int] | None:
+    """The study annotations a ``raw_annotation_ids`` cell names, None when it is not an
+    object of rater → annotation id."""
+    try:
+        ids = json.loads(cell)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(ids, dict) or not all(type(each) is int for each in ids.values()):
+        return None
+    return list(ids.values())
+
+
 def with_adjudicated(long: pd.DataFrame, adjudicated: pd.DataFrame) -> pd.DataFrame:
-    """``long`` (``scores_long``) with the adjudicated score in place of every rater's score
-    of each rating adjudicated (reference ratings kept); where one was adjudicated more than once, the latest
-    adjudication counts."""
+    """``long`` (``scores_long``) with the adjudicated score in place of each score it
+    settled: on its agent and dimension, those of the annotations its task was sent with
+    (``raw_annotation_ids``). A rating made since (an extra rater an adaptive study added
+    later) keeps its own score, as do reference ratings; where a rating was adjudicated more
+    than once, the latest adjudication counts."""
     latest = (adjudicated.sort_values("adjudication_annotation_id")
               .drop_duplicates(["episode_id", "agent", "dimension"], keep="last"))
-    settled = latest.set_index(["episode_id", "agent", "dimension"])["adjudicated_score"]
-    keys = pd.MultiIndex.from_arrays([long["episode_id"].astype(str),
-                                      long["agent"].astype(int), long["dimension"]])
-    found = settled.reindex(keys).to_numpy()
+    settled = pd.DataFrame(
+        [(annotation, int(row.agent), str(row.dimension), int(row.adjudicated_score))
+         for row in latest.itertuples(index=False)
+         for annotation in _annotation_ids(row.raw_annotation_ids) or []],
+        columns=["annotation_id", "agent", "dimension", "score"],
+    ).drop_duplicates(["annotation_id", "agent", "dimension"], keep="last")
+    keys = pd.MultiIndex.from_arrays([long["annotation_id"].astype("int64"),
+                                      long["agent"].astype("int64"), long["dimension"]])
+    found = settled.set_index(["annotation_id", "agent", "dimension"])["score"].reindex(keys)
     replaced = long.copy()
-    # Reference (ground-truth) ratings are no rater's: they stay as given.
-    mask = pd.notna(found) & ~long["ground_truth"].astype(bool).to_numpy()
-    replaced.loc[mask, "score"] = found[mask].astype("int64")
+    mask = found.notna().to_numpy()
+    replaced.loc[mask, "score"] = found.to_numpy()[mask].astype("int64")
     return replaced

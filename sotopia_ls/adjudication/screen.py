@@ -25,11 +25,22 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from ..config import episode_screen, silent_hotkey, static_text
-from ..dimensions import AGENTS, DIMENSIONS, Dimension
+from ..config import (
+    BODY_STYLE,
+    LABEL_STYLE,
+    controls,
+    episode_screen,
+    header,
+    label_and_range,
+    silent_hotkey,
+    static_text,
+    title,
+)
+from ..dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, Dimension
 from ..folders import write_file
 from ..labelstudio.tasks import DIALOGUE, agent_field
-from .disputes import EpisodeRatings, is_disputed
+from ..scores import scores_disagree
+from .disputes import EpisodeRatings
 
 # The file the repository holds at its top level, beside labeling_config.xml, for reading;
 # a test keeps it current.
@@ -80,8 +91,14 @@ _CSS = """
 .sotopia-adjudicated .lsf-hint { display: none; }
 """
 
-_LABEL = "font-size: 15px; margin: 4px 0 2px"
-_BODY = "font-weight: normal; font-size: 14px; margin: 2px 0 6px"
+
+def missing_control(label_config: str) -> str | None:
+    """The first adjudicated rating or note ``label_config`` has no control for: a project
+    without one (the study project itself, say) is no adjudication project. None: it has all."""
+    names = controls(label_config)
+    return next((name for agent in AGENTS for key in DIMENSION_KEYS
+                 for name in (rating_name(key, agent), note_name(key, agent))
+                 if name not in names), None)
 
 
 def adjudication_config() -> str:
@@ -89,15 +106,11 @@ def adjudication_config() -> str:
     return episode_screen(_adjudication, _CSS.strip() + "\n")
 
 
-def _header(parent: ET.Element, text: str, style: str, *, size: int = 5) -> None:
-    ET.SubElement(parent, "Header", value=text, size=str(size), style=style)
-
-
 def _adjudication(parent: ET.Element) -> None:
-    _header(parent, "Adjudication", "margin: 12px 0 4px", size=3)
-    _header(parent, "Each rater's score and rationale, side by side. Where the raters "
+    title(parent, "Adjudication", size=3)
+    header(parent, "Each rater's score and rationale, side by side. Where the raters "
             "disagree, give the adjudicated rating and a note on why; where they agree, "
-            "there is nothing to decide.", _BODY)
+            "there is nothing to decide.", BODY_STYLE)
     for dimension in DIMENSIONS:
         for agent in AGENTS:
             _block(parent, dimension, agent)
@@ -107,8 +120,8 @@ def _block(parent: ET.Element, dimension: Dimension, agent: int) -> None:
     key = dimension.key
     block = ET.SubElement(parent, "View",
                           className=f"sotopia-dimension {block_class(key, agent)}")
-    label = static_text(f"{dimension.label} ({dimension.range_text})")
-    _header(block, f"{label}, agent {agent}: ${agent_field(agent, 'name')}", _LABEL, size=4)
+    label = static_text(label_and_range(dimension))
+    header(block, f"{label}, agent {agent}: ${agent_field(agent, 'name')}", LABEL_STYLE, size=4)
     ET.SubElement(block, "Text", name=verdict_field(key, agent),
                   value=f"${verdict_field(key, agent)}")
     ET.SubElement(ET.SubElement(block, "View", className="sotopia-raters"), "HyperText",
@@ -153,7 +166,7 @@ def verdict(scores: list[int], threshold: int) -> str:
     if not scores:
         return "No ratings."
     spread = max(scores) - min(scores)
-    if is_disputed(scores, threshold):
+    if scores_disagree(scores, threshold):
         return (f"Disputed: the ratings differ by {spread} (more than {threshold}). "
                 "Give the adjudicated rating and a note.")
     return f"Agreed: the ratings differ by {spread} (at most {threshold}). Nothing to decide."

@@ -15,7 +15,11 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from ..adjudication.reading import ADJUDICATED_FILE, ADJUDICATION_ERRORS_FILE
+from ..adjudication.reading import (
+    ADJUDICATED_FILE,
+    ADJUDICATION_ERRORS_FILE,
+    SCORE_CHOICES,
+)
 from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
@@ -234,6 +238,9 @@ def _echo_adjudicated(result: ExportResult) -> None:
         return
     click.echo(f"{len(result.adjudicated.scores)} adjudicated rating(s) "
                f"({ADJUDICATED_FILE}), {len(result.adjudicated.problems)} refused")
+    if result.adjudicated.other_studies:
+        click.echo(f"{result.adjudicated.other_studies} adjudication task(s) sent from other "
+                   "study projects left out")
     for problem in result.adjudicated.problems[:_SHOWN_ERRORS]:
         click.echo(f"  refused adjudication: {problem}", err=True)
     if len(result.adjudicated.problems) > _SHOWN_ERRORS:
@@ -270,7 +277,7 @@ def _study_records(studies: tuple[Path, ...], database: str | None) -> list[dict
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Seed of the bootstrap; the same seed and data give the same intervals.")
 @click.option(
-    "--scores", type=click.Choice(["raw", "adjudicated"]), default="raw", show_default=True,
+    "--scores", type=click.Choice(SCORE_CHOICES), default="raw", show_default=True,
     help="raw: each rater's own scores. adjudicated (with --from-export): where the export's "
     "adjudicated_scores.csv settles a disagreement, its score replaces the raters'. The report "
     "says which it used.",

@@ -240,7 +240,8 @@ def export_project(
     shows a bar.
     """
     target = find_project(client, project)
-    adjudicated = adjudicated_scores(client, adjudication) if adjudication is not None else None
+    adjudicated = (adjudicated_scores(client, adjudication, target.id)
+                   if adjudication is not None else None)
     settings = Settings(
         f"project {target.id}", annotator_emails(client), keep_identities,
         overlap=target.maximum_annotations,

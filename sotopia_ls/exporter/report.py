@@ -24,7 +24,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..adjudication.reading import ADJUDICATED_FILE, adjudicated_problems, with_adjudicated
+from ..adjudication.reading import (
+    ADJUDICATED_FILE,
+    SCORE_CHOICES,
+    adjudicated_problems,
+    with_adjudicated,
+)
 from ..errors import InvalidInput, Problem
 from ..folders import replaced_folder
 from ..labelstudio.client import Client
@@ -36,8 +41,6 @@ from .page import counted, document
 from .sections import SECTIONS, Inputs, Section, check_needs, needed_by
 
 AUDIT_COLUMNS = [field.name for field in fields(Finding)]
-# What a report's scores may be: the raters' own, or adjudicated where adjudicated.
-SCORE_CHOICES = ("raw", "adjudicated")
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,10 @@ def build_report(
     if adjudicated is not None:
         long = with_adjudicated(long, adjudicated)
         scores = (f"Scores: adjudicated. {counted(len(adjudicated), 'adjudicated rating')} "
-                  f"({ADJUDICATED_FILE}) replace the raters' scores of that episode, agent and "
-                  "dimension, so agreement counts each settled disagreement as none; the other "
-                  "scores are the raters' own.")
+                  f"({ADJUDICATED_FILE}) replace the scores they settled (of the annotations "
+                  "sent to adjudication), so agreement counts each settled disagreement as "
+                  "none; the other scores, a rating made after its episode was sent included, "
+                  "are the raters' own.")
     is_reference = long["ground_truth"].astype(bool)
     references = [frame for frame in (long[is_reference], reference) if frame is not None]
     inputs = Inputs(
@@ -245,8 +249,7 @@ def _adjudicated(path: Path) -> pd.DataFrame:
     """``adjudicated_scores.csv`` as written, its scores checked again: the file may have
     been edited since."""
     table = pd.read_csv(path, dtype={"episode_id": str}, keep_default_na=False)
-    problems = [Problem(str(path), f"row {number}", reason, "adjudicated_score")
-                for number, reason in adjudicated_problems(table)]
+    problems = adjudicated_problems(table, str(path))
     if problems:
         raise InvalidInput(problems)
     return table
