@@ -25,6 +25,7 @@ only reads the last of it.
 from __future__ import annotations
 
 import hmac
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +33,7 @@ from urllib.parse import parse_qs
 
 import pandas as pd
 from itsdangerous import BadSignature, TimestampSigner
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, case, func, select
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -52,6 +53,8 @@ COOKIE_SECONDS = 12 * 3600
 _SALT = "sotopia-ls researcher dashboard"
 _SIGN_IN_LIMIT = 4096
 _BEARER = "bearer "
+
+log = logging.getLogger("sotopia_ls.study")
 
 Render = Callable[..., Response]
 
@@ -80,19 +83,18 @@ def allowed(request: Request, token: str, study: str) -> bool:
 def _slot_counts(engine: Engine, study: str) -> dict[str, int]:
     """Slots by where they stand: open (free, or its lease expired), leased, waiting (rated,
     the rating not saved yet), saved (rated and saved, or set aside)."""
-    moment = now()
+    # Labelled in a subquery and grouped on the label: PostgreSQL refuses a GROUP BY on an
+    # expression holding a parameter (each use of the time is a parameter of its own).
+    place = case(
+        ((slots.c.state == "leased") & (slots.c.expires_at >= now()), "leased"),
+        (slots.c.state.in_(("leased", "free")), "open"),
+        (assignments.c.state == "saving", "waiting"),
+        else_="saved").label("place")
+    placed = (select(place).outerjoin(assignments, assignments.c.id == slots.c.assignment_id)
+              .where(slots.c.study == study).subquery())
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(slots.c.state, slots.c.expires_at >= moment, assignments.c.state, func.count())
-            .outerjoin(assignments, assignments.c.id == slots.c.assignment_id)
-            .where(slots.c.study == study)
-            .group_by(slots.c.state, slots.c.expires_at >= moment, assignments.c.state)).all()
-    counts = dict.fromkeys(("open", "leased", "waiting", "saved"), 0)
-    for slot, current, rating, count in rows:
-        where = ("leased" if current else "open") if slot == "leased" else (
-            "open" if slot == "free" else "waiting" if rating == "saving" else "saved")
-        counts[where] += count
-    return counts
+        rows = conn.execute(select(placed.c.place, func.count()).group_by(placed.c.place)).all()
+    return dict.fromkeys(("open", "leased", "waiting", "saved"), 0) | dict(rows)
 
 
 def progress(engine: Engine, study: StudyFile) -> dict[str, Any]:
@@ -143,13 +145,26 @@ class Dashboard:
         self._lock = threading.Lock()
         self._shown: dict[str, Any] = {"study": study.name, "updated_at": None,
                                        "progress": None, "agreement": None, "participants": []}
+        self._failing: set[str] = set()
 
     def refresh(self, participants: list[dict[str, Any]] | None) -> None:
         """Progress and the latest snapshot now; ``participants`` (``participant_rows``, made
-        by the snapshot's worker) when given."""
+        by the snapshot's worker) when given. A part that fails keeps its last value and
+        holds up none of the others."""
         shown = dict(self.shown())
-        shown["progress"] = progress(self.engine, self.study)
-        shown["agreement"] = agreement_view(latest_snapshot(self.engine, self.study.name))
+        for part, made in (
+                ("progress", lambda: progress(self.engine, self.study)),
+                ("agreement",
+                 lambda: agreement_view(latest_snapshot(self.engine, self.study.name)))):
+            try:
+                shown[part] = made()
+                self._failing.discard(part)
+            except Exception:
+                # Logged when it begins failing, not at every refresh while it goes on.
+                if part not in self._failing:
+                    log.exception("the dashboard's %s could not be computed; the last shown "
+                                  "stays", part)
+                self._failing.add(part)
         if participants is not None:
             shown["participants"] = participants
         shown["updated_at"] = now().isoformat()
