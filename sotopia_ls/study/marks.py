@@ -25,8 +25,9 @@ from sqlalchemy import Engine, delete
 
 from .store import insert_of, meta_claims, now
 
-# Longer than a read and a write of a task's meta take, even with Label Studio busy.
-HOLD_SECONDS = 30.0
+# Longer than a mark's two Label Studio calls (a read and a write of the meta) can take, each
+# cut off by the SDK's request timeout (60 s by default).
+HOLD_SECONDS = 150.0
 # How often a process waiting for another's turn looks again.
 POLL_SECONDS = 0.2
 
