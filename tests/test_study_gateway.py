@@ -354,19 +354,34 @@ def test_a_returning_participant_finds_the_episode_they_left_and_then_their_code
     assert CODE in done.text and f"cc={CODE}" in done.text
 
 
-def test_a_participant_with_nothing_left_to_rate_gets_a_clear_page_and_the_no_slots_code(study):
+def test_an_arrival_with_nothing_left_to_rate_gets_the_no_slots_code_at_once(study):
     # 3 episodes x 2 raters, 2 each: the third participant finds one episode they may rate,
-    # the fourth the last slot.
-    for n, seeds in enumerate(([10, 11], [12, 13], [14], [15])):
+    # the fourth holds the last slot, still rating when the latecomer arrives.
+    for n, seeds in enumerate(([10, 11], [12, 13], [14])):
         study.rated(study.participant(), seeds)
-    assert len(study.annotations()) == 6
+    last = study.participant()
+    held = last.begin()
 
     latecomer = study.participant()
-    latecomer.arrive()
-    page = latecomer.read_instructions()
+    first = latecomer.http.get("/s/pilot", params={
+        "PROLIFIC_PID": latecomer.pid, "STUDY_ID": "a" * 24, "SESSION_ID": latecomer.session}, follow_redirects=False)
+    page = latecomer.http.get(first.headers["location"], follow_redirects=False)
 
-    assert page.url.path == "/s/pilot/done"
+    # One redirect from the Prolific link to the code: no instructions to read first.
+    assert first.status_code == 303 and first.headers["location"] == "/s/pilot/done"
+    assert page.status_code == 200
     assert "Nothing left to rate" in page.text and NO_SLOTS in page.text and CODE not in page.text
+    assert latecomer.http.get("/s/pilot/rate", follow_redirects=False).headers["location"] == (
+        "/s/pilot/done")
+    # The holder of the last slot, back from another tab, goes on rating it.
+    assert last.arrive().url.path == "/s/pilot/rate"
+    assert last.open_episode() and last.boot["assignment"] == held
+    assert last.rate(15).status_code == 200
+    assert len(study.annotations()) == 6
+    with study.engine.connect() as conn:
+        outcomes = dict(conn.execute(select(participants.c.external_id, visits.c.outcome)
+                                     .join(visits)).all())
+    assert (outcomes[latecomer.pid], outcomes[last.pid]) == ("no_slots", None)
     check_invariants(study.engine, study.settings)
 
 

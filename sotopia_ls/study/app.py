@@ -3,7 +3,8 @@
 Routes (``<name>`` is the study's name; nothing else is served, everything else is 404), with
 the pages of ``flow.PAGE_SEQUENCE``:
 
-    GET  /s/<name>?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…   arrival: record, bind the session
+    GET  /s/<name>?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…   arrival: record, bind the session,
+                                     each page's ``on_arrival``, then the first page displayed
     GET  /s/<name>/instructions      the Social Evaluation Instruction
     POST /s/<name>/instructions      "I have read them" (CSRF form field)
     GET  /s/<name>/rate              the current episode in Label Studio's editor
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -176,9 +178,15 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
         visit = await run_in_threadpool(arrival.arrive, engine, study.name, parameters)
         request.session.clear()
         request.session["visit"] = visit.id
-        csrf_token(request)
+        visit = await run_in_threadpool(settle_arrival, turn(request, visit))
         # The address bar drops Prolific's parameters at once.
         return go(current_page(pages, visit, study))
+
+    def settle_arrival(arriving: Turn) -> arrival.Visit:
+        """Each page's ``on_arrival`` in turn, each given the visit as the one before left it."""
+        for page in pages:
+            arriving = replace(arriving, visit=page.on_arrival(arriving))
+        return arriving.visit
 
     def shows(page: Page) -> Endpoint:
         """The page's address: GET shows it, a form POST answers it; out of turn, either goes

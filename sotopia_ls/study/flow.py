@@ -3,7 +3,7 @@
     arrival (the Prolific link) → [admission] → instructions → rate (× m) → done
 
 (admission: only in a study that requires a qualification round, for whoever is not on its
-allow-list.)
+allow-list; an arrival with nothing left to rate goes straight to done, ``Rate.on_arrival``.)
 
 Each page (``page.Page``) says whether it is displayed, what its template gets and what its
 submit does; the app builds the routes from ``PAGE_SEQUENCE``. Reordering or adding a page (a
@@ -54,7 +54,8 @@ class Admission(Page):
     the review and the protocol count it apart from a participant who left). Whoever is
     admitted passes it once, recorded with the visit's answers, so later pages never ask
     again. A refused visit stays refused, the first outcome kept, even once its participant
-    is on the allow-list: it was told to return, and a new Prolific session is a new visit."""
+    is on the allow-list: it was told to return, and a new Prolific session is a new visit.
+    The decision is made on arrival, before the rating page looks for work."""
 
     name = "admission"
     submit = None
@@ -66,25 +67,32 @@ class Admission(Page):
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return study.requires_qualification is not None and self.name not in visit.answered
 
+    def on_arrival(self, turn: Turn) -> Visit:
+        return self._admit(turn) if self.is_displayed(turn.visit, turn.study) else turn.visit
+
     def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
+        return None if self.name in self._admit(turn).answered else {"message": NOT_ADMITTED}
+
+    def _admit(self, turn: Turn) -> Visit:
+        """The visit admitted (its answer recorded) or refused (finished ``not_admitted``)."""
         required, visit = turn.study.requires_qualification, turn.visit
         if (required is not None and visit.outcome is None
                 and qualification.visit_admitted(turn.engine, required, visit.id)):
             arrival.record_answers(turn.engine, visit.id, self.name, {"admitted": True})
-            return None
+            return replace(visit, answered=visit.answered | {self.name})
         arrival.finish(turn.engine, visit.id, "not_admitted")
-        return {"message": NOT_ADMITTED}
+        return replace(visit, outcome=visit.outcome or "not_admitted")
 
 
 class Instructions(Page):
     """The Social Evaluation Instruction, read once before the first episode, and open again
-    from the rating page."""
+    from the rating page; never for a visit that ended before it (nothing to rate)."""
 
     name = "instructions"
     revisitable = True
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
-        return not visit.instructions_read
+        return visit.outcome is None and not visit.instructions_read
 
     def vars_for_template(self, turn: Turn) -> dict[str, Any]:
         return {"instructions": turn.gateway.instructions,
@@ -104,6 +112,19 @@ class Rate(Page):
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return visit.outcome is None and visit.rated < study.episodes_per_participant
+
+    def on_arrival(self, turn: Turn) -> Visit:
+        """An arrival with nothing to rate (every slot taken, or had: the study may be closed;
+        in a qualification round, every gold episode had) ends here, before reading
+        instructions it would not be paid for. A visit that rated or holds a lease goes on
+        as it was."""
+        study, visit = turn.study, turn.visit
+        if (visit.outcome is not None or visit.rated
+                or leases.has_work(turn.engine, study.name, visit.id, visit.participant_id,
+                                   leases.GoldShare.of(study))):
+            return visit
+        _finish(turn, visit)
+        return replace(visit, outcome="no_slots")
 
     def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
         study, visit = turn.study, turn.visit

@@ -3,6 +3,9 @@ sequence of them and knows none by name.
 
 A page says
 
+- what it settles as the participant arrives, before any page is shown (``on_arrival``; by
+  default nothing): the arrival goes straight to the first page displayed after every page
+  had its say, so a visit ended there (nothing to rate) sees no page before its code;
 - whether it is displayed for a visit as it stands (``is_displayed``); a participant is always
   on the first page of the sequence that is, and a page asked for out of turn sends them there
   (unless it is ``revisitable``, as the instructions are while rating);
@@ -105,6 +108,9 @@ class Page:
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return self.name not in visit.answered
+
+    def on_arrival(self, turn: Turn) -> Visit:
+        return turn.visit
 
     def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
         return {}
