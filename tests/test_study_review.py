@@ -50,6 +50,7 @@ from sotopia_ls.study.review import (
 )
 from sotopia_ls.study.saving import save_all_waiting
 from sotopia_ls.study.settings import StudyFile, write_study
+from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import (
     assignments,
     decisions,
@@ -61,6 +62,7 @@ from sotopia_ls.study.store import (
     typing,
     visits,
 )
+from sotopia_ls.study.visible import record_visible
 
 SECRET = secrets.token_urlsafe(32)
 # Minutes each participant spends on an episode before submitting it: more than reading takes.
@@ -394,6 +396,33 @@ def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
     assert rows.loc["b" * 24, ["too_fast.fired", "qualification"]].tolist() == [1, "passed"]
     assert rows.loc["c" * 24, ["outcome", "suggested", "rule", "category"]].tolist() == [
         UNFINISHED, "look", UNFINISHED, "NO_CODE"]
+
+
+def test_time_on_task_is_the_visible_time_where_the_page_measured_it(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    with engine.begin() as conn:
+        conn.execute(insert(episodes), [{"study": "pilot", "task_id": 1, "shown": {
+            "dialogue": [{"author": "A", "text": "word " * 500}]}}])
+    # Both had the page open 10 minutes; one looked at it for 30 s, the other for 5 minutes.
+    elsewhere = recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    reading = recorded_visit(engine, "b", "completed", [(1, GOOD, 600.0)])
+    recorded_visit(engine, "c", "completed", [(1, GOOD, 600.0)])
+    for visit_id, seconds in ((elsewhere, 30.0), (reading, 300.0)):
+        with engine.connect() as conn:
+            assignment = conn.execute(select(assignments.c.id).where(
+                assignments.c.visit_id == visit_id)).scalar_one()
+        record_visible(engine, assignment, seconds)
+
+    rows = review_rows(engine, study).set_index("participant")
+    status = study_status(engine, study).lines(study, "--study study.json")
+
+    # 500 words take 2 minutes at 250 words a minute.
+    assert rows.loc["a" * 24, "too_fast.fired"] == 1
+    assert rows.loc["b" * 24, "too_fast.fired"] == 0
+    assert rows.loc["c" * 24, "too_fast.fired"] == 0  # no measure: the lead time counts
+    assert ("  visible time per episode: median 2.8 min (quartiles 1.6 to 3.9 min; 2 ratings "
+            "measured)") in status
 
 
 # --- the suggestion rules, on plain data ----------------------------------------------------

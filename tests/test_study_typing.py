@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,12 +110,12 @@ def rate_in_chromium(browser: Browser, url: str, chosen: dict, *, pasting: bool)
     return key
 
 
-@pytest.fixture(scope="module")
-def rated(ls_client: Client, label_studio: LocalServer,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rated]:
-    """A study of one episode per participant; one participant pastes, one types."""
-    tmp = tmp_path_factory.mktemp("typing")
-    project = study_project(ls_client, f"test_typing_{prolific_id()[:8]}", episodes=3)
+@contextmanager
+def served_with_chromium(client: Client, label_studio: LocalServer,
+                         tmp: Path) -> Iterator[tuple[str, Engine, Browser]]:
+    """A study of one episode per participant served by `sotopia-ls study serve`: its
+    address, its database, and headless Chromium (closed after)."""
+    project = study_project(client, f"test_{tmp.name}_{prolific_id()[:8]}", episodes=3)
     study = make_study(tmp, project, episodes_per_participant=1)
     study_file = tmp / "study.json"
     study_file.write_text(study.model_dump_json())
@@ -122,12 +124,22 @@ def rated(ls_client: Client, label_studio: LocalServer,
     with gateway(study_file, env) as running, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
                                              headless=True)
+        try:
+            yield running.url, open_store(study.database), browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def rated(ls_client: Client, label_studio: LocalServer,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rated]:
+    """A study of one episode per participant; one participant pastes, one types."""
+    with served_with_chromium(ls_client, label_studio,
+                              tmp_path_factory.mktemp("typing")) as (url, engine, browser):
         pasted, typed = answers(11, "pasting participant"), answers(12, "typing participant")
-        paster = rate_in_chromium(browser, running.url, pasted, pasting=True)
-        typist = rate_in_chromium(browser, running.url, typed, pasting=False)
-        browser.close()
-        yield Rated(running.url, open_store(study.database), {paster: pasted, typist: typed},
-                    paster, typist)
+        paster = rate_in_chromium(browser, url, pasted, pasting=True)
+        typist = rate_in_chromium(browser, url, typed, pasting=False)
+        yield Rated(url, engine, {paster: pasted, typist: typed}, paster, typist)
 
 
 def assignment_of(engine: Engine, key: str) -> Any:

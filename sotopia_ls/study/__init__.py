@@ -38,6 +38,7 @@ Screening and paying a study (``study init --qualification``, ``study review``, 
 - ``qualification``  a round's visits scored against gold as they end; its allow-list; admission
 - ``gold``      the gold episodes' reference ratings, from an oTree-layout CSV or ground truth
 - ``typing_counts``  each rationale's characters pasted and typed, as the rating page counts them
+- ``visible``   time on task: the seconds the rating page was visible and focused
 - ``flags``     a rating's quality flags (rationales, time, straight-lining, gold distance)
 - ``review``    the review file (``study review``), its edits recorded and marked in Label Studio
 - ``prolific``  Prolific's API: approve, reject with a message, bulk-approve, participant groups

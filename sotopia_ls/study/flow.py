@@ -25,6 +25,7 @@ from .saving import checked_results
 from .security import json_for_html
 from .settings import StudyFile
 from .typing_counts import TypingCounts, page_counting, record_typing
+from .visible import VisibleSeconds, page_measuring, record_visible
 
 # A rating is 28 short answers; 256 KB leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
@@ -42,6 +43,8 @@ class Submission(BaseModel):
     results: list[Any] = Field(max_length=500)
     # Characters pasted and typed per rationale field; a page made before the counts sends none.
     typing: TypingCounts | None = None
+    # Seconds the page was visible and focused; a page made before the measure sends none.
+    visible_seconds: VisibleSeconds | None = None
 
 
 NOT_ADMITTED = ("This study is open only to participants who passed its qualification round. "
@@ -147,6 +150,7 @@ class Rate(Page):
             "csrf": turn.csrf,
             "settings": _EDITOR_SETTINGS,
             "typing": page_counting(),
+            "visible": page_measuring(),
         }
         return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
@@ -166,6 +170,8 @@ class Rate(Page):
                                 study.adaptive)
         if answers.typing:
             record_typing(turn.engine, settled.id, answers.typing)
+        if answers.visible_seconds is not None:
+            record_visible(turn.engine, settled.id, answers.visible_seconds)
         if settled.state == "saving":
             turn.gateway.writer.rating_recorded()
         # Read again: how many this visit has rated is what the rating changed.

@@ -95,6 +95,7 @@ from .store import (
     visits,
 )
 from .typing_counts import recorded_typing
+from .visible import recorded_visible
 
 UNFINISHED = "unfinished"
 NOT_ADMITTED = "not_admitted"
@@ -142,7 +143,7 @@ class Rated:
 
     task_id: int
     gold: bool
-    seconds: float | None
+    seconds: float | None  # on task: the page's visible time where measured, else lead time
     distance: int | None  # the largest |score - reference|, for a gold rating
     flags: tuple[FlagResult, ...]
 
@@ -294,6 +295,10 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
             select(episodes.c.task_id, episodes.c.shown).where(episodes.c.study == study.name))}
     flat = {row.id: _flat(row.results) for row in rows}
     typed = recorded_typing(engine, flat)
+    # Time on task: the page's visible time where the page measured it (Label Studio's lead
+    # time runs on while the participant is elsewhere).
+    visible = recorded_visible(engine, flat)
+    seconds = {row.id: visible.get(row.id, row.lead_time) for row in rows}
     judged = thresholds(study)
     by_task: dict[int, list[Any]] = defaultdict(list)
     for row in rows:
@@ -304,10 +309,10 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
                        if other.participant_id != row.participant_id)
         reference = references.get(row.task_id)
         annotation = _annotation(row, flat[row.id], words.get(row.task_id), others, reference,
-                                 typed.get(row.id, {}))
+                                 typed.get(row.id, {}), seconds[row.id])
         farthest = largest_distance(flat[row.id], reference) if reference else None
         rated[row.visit_id].append(Rated(
-            row.task_id, reference is not None, row.lead_time,
+            row.task_id, reference is not None, seconds[row.id],
             abs(farthest[1] - farthest[2]) if farthest else None,
             flag_annotation(annotation, judged)))
     return rated
@@ -315,10 +320,10 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
 
 def _annotation(row: Any, fields: dict[str, Any], episode_words: int | None,
                 others: tuple[dict[str, Any], ...], reference: Any,
-                typed: dict[str, Typing]) -> Annotation:
+                typed: dict[str, Typing], seconds: float | None) -> Annotation:
     try:
         return Annotation(participant=str(row.participant_id), episode=str(row.task_id),
-                          fields=fields, episode_words=episode_words, seconds=row.lead_time,
+                          fields=fields, episode_words=episode_words, seconds=seconds,
                           typing=typed, others=others, reference=reference)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]

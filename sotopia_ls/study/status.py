@@ -14,6 +14,7 @@ from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
 from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
+from .visible import Quartiles, visible_quartiles
 
 
 # A rating waiting this long has missed several of the writers' sweeps (saving.SWEEP_SECONDS).
@@ -41,6 +42,7 @@ class StudyStatus:
     shelved: int       # refused, then set aside by the researcher: kept here, slot given again
     gold: int          # gold episodes: no slots, any number of raters (a round serves only them)
     added: AddedSlots = AddedSlots(0, 0)  # by adaptive extra raters, for disagreeing episodes
+    visible: Quartiles | None = None  # minutes per episode the rating page was visible, focused
     agreement: Snapshot | None = None  # the running agreement, when asked for and rated
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
@@ -67,10 +69,18 @@ class StudyStatus:
             f"shelved and {self.surplus} surplus (both kept in the gateway database), "
             f"{self.late} after their lease expired",
             f"  median time per episode: {median}",
+            f"  visible time per episode: {self._visible()}",
             *self._stuck_lines(),
             *self._failure_lines(options),
             *(agreement_lines(self.agreement) if self.agreement is not None else []),
         ]
+
+    def _visible(self) -> str:
+        """The quartiles of the minutes the rating page was visible and focused."""
+        if self.visible is None:
+            return "no rating measured yet"
+        return (f"median {self.visible.median:.1f} min (quartiles {self.visible.low:.1f} to "
+                f"{self.visible.high:.1f} min; {self.visible.ratings} ratings measured)")
 
     def _gold_lines(self, study: StudyFile) -> list[str]:
         """How many gold episodes the study serves: a qualification round nothing else."""
@@ -177,6 +187,7 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         shelved=states.get("shelved", 0),
         gold=golden,
         added=added_slots(engine, name, k),
+        visible=visible_quartiles(engine, name),
         agreement=_running_agreement(engine, study) if agreement else None,
     )
 

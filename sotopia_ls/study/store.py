@@ -27,6 +27,8 @@ Screening and paying a study:
 
 - ``typing``: how each rationale of a submission came in, pasted or typed (the rating page
   counts the characters).
+- ``visible_time``: the seconds a submission's rating page was visible and focused (the rating
+  page measures them): time on task, where ``lead_time`` counts from the page first shown.
 - ``qualification_results``: a qualification visit's score, once it completed.
 - ``allow_list``: who passed a qualification round, by its study name; a main study that
   requires the round admits only them.
@@ -206,6 +208,12 @@ typing = Table(
     "typing", metadata,
     Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
     Column("counts", JSON, nullable=False),
+)
+
+visible_time = Table(
+    "visible_time", metadata,
+    Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
+    Column("seconds", Float, nullable=False),
 )
 
 qualification_results = Table(

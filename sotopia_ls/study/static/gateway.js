@@ -1,6 +1,7 @@
 // The participant's rating page: Label Studio's editor (window.LabelStudio, from main.js) on the
 // labeling config and the episode in the page's JSON block, sending the rating to the gateway
-// with how each rationale came in: characters pasted (or dropped) in and characters typed.
+// with how each rationale came in: characters pasted (or dropped) in and characters typed, and
+// the seconds the page was visible and focused (time on task; nothing typed is read for it).
 // No inline script anywhere: the page's Content-Security-Policy allows scripts from here only.
 (function () {
   "use strict";
@@ -75,6 +76,41 @@
     if (isText(event.target)) count(event.target, "typed", (event.data || "").length);
   }, true);
 
+  // Time on task: seconds while the tab is shown and its window has the focus, counted from the
+  // page's start; kept in the tab's session storage, so a reload of the episode adds to them.
+  var VISIBLE_KEY = "sotopia-visible-seconds:" + boot.assignment;
+  var visibleBefore = Math.max(0, Number(stored(function (storage) {
+    return storage.getItem(VISIBLE_KEY);
+  })) || 0);
+  var visibleSince = null;
+
+  // Session storage, when the browser allows it (else a reload starts the count again).
+  function stored(use) {
+    try {
+      return use(window.sessionStorage);
+    } catch (error) {
+      return null;
+    }
+  }
+
+  function visibleSeconds() {
+    var running = visibleSince === null ? 0 : (performance.now() - visibleSince) / 1000;
+    return Math.min(boot.visible.most, visibleBefore + running);
+  }
+
+  function watchVisible() {
+    visibleBefore = visibleSeconds();
+    var onTask = document.visibilityState === "visible" && document.hasFocus();
+    visibleSince = onTask ? performance.now() : null;
+    stored(function (storage) { storage.setItem(VISIBLE_KEY, String(visibleBefore)); });
+  }
+
+  document.addEventListener("visibilitychange", watchVisible);
+  ["focus", "blur", "pagehide"].forEach(function (name) {
+    window.addEventListener(name, watchVisible);
+  });
+  watchVisible();
+
   function show(lines) {
     notice.textContent = "";
     lines.forEach(function (line) {
@@ -101,6 +137,7 @@
       headers: { "Content-Type": "application/json", "X-CSRF-Token": boot.csrf },
       body: JSON.stringify({
         assignment: boot.assignment, results: annotation.serializeAnnotation(), typing: typing,
+        visible_seconds: visibleSeconds(),
       }),
     })
       .then(function (response) {
