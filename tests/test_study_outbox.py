@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -229,7 +229,7 @@ def test_the_suggested_commands_name_a_database_given_on_the_command_line_withou
 def test_a_refusal_time_postgresql_gives_in_its_session_time_zone_is_shown_in_utc(study):
     tokyo = timezone(timedelta(hours=9))  # as psycopg hands back a timestamptz
     refusal = FailedSave(7, 3, "HTTP 400: bad", datetime(2025, 3, 1, 18, 30, tzinfo=tokyo))
-    figures = StudyStatus(**{f.name: 0 for f in fields(StudyStatus)} | {
+    figures = StudyStatus(**{f.name: 0 for f in fields(StudyStatus) if f.default is MISSING} | {
         "median_seconds": None, "oldest_waiting_seconds": None, "failed": [refusal]})
 
     shown = figures.lines(study.settings, "--study study.json")
