@@ -8,6 +8,7 @@ then checks one thing a researcher relies on.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -297,3 +298,21 @@ def test_the_export_of_the_study_s_project_reproduces_every_submitted_rating(
     pseudonym = long[long["annotation_id"] == mine[0]]["annotator_id"].iloc[0]
     assert journey.pid not in (tmp_path / "out" / "scores_long.csv").read_text()
     assert f'"{pseudonym}","{journey.pid}@prolific.invalid"' in identities
+
+
+# The results Label Studio stored for the journey's second rating when the participant page ran
+# the npm editor @heartexlabs/label-studio 1.4.0, recorded with it before the page moved to
+# Label Studio's own editor.
+SAVED_THROUGH_THE_OLD_EDITOR = Path(__file__).parent / "data" / "results_saved_through_editor_1.4.0.json"
+
+
+def test_a_rating_saved_through_label_studio_s_own_editor_is_byte_identical_to_the_old_one(
+    journey, ls_client
+):
+    engine = open_store(journey.study.database)
+    with engine.connect() as conn:
+        second = conn.execute(select(assignments.c.ls_annotation_id)
+                              .order_by(assignments.c.id)).all()[1][0]
+    stored = json.dumps(ls_client.annotations.get(id=second).result, indent=1) + "\n"
+
+    assert stored == SAVED_THROUGH_THE_OLD_EDITOR.read_text()
