@@ -152,8 +152,9 @@ def _echo_tally(result: ExportResult) -> None:
     "--study", "studies", multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A study file (`sotopia-ls study init`): its design and what its gateway database "
-    "recorded go into protocol.json and protocol.md. Repeatable: a qualification round and "
-    "its main study.",
+    "recorded go into protocol.json and protocol.md, and each annotation made through its "
+    "gateway gets its time on task (assigned_at, first_shown_at, submitted_at, "
+    "visible_minutes). Repeatable: a qualification round and its main study.",
 )
 @click.option(
     "--database", envvar=DATABASE_ENV, show_envvar=True,
@@ -211,12 +212,12 @@ def export_command(
         raise click.UsageError("--database is for --study: it reads the study's gateway database")
     names = _model_names(model_names)
     with failures_as_messages():
-        records = _study_records(studies, database)
+        records, times = _study_records(studies, database)
         if from_file is not None:
             result = export_file(
                 from_file, output, identities=_identities(url, api_key), model_names=names,
                 keep_identities=keep_identities, raw_csv=raw_csv, overlap=overlap,
-                exclude_rejected=exclude_rejected, studies=records,
+                exclude_rejected=exclude_rejected, studies=records, time_on_task=times,
                 reading=Reading(workers), progress=True,
             )
         else:
@@ -224,7 +225,8 @@ def export_command(
                 connect(url, api_key), project, output, model_names=names,
                 with_predictions=with_predictions, keep_identities=keep_identities,
                 raw_csv=raw_csv, exclude_rejected=exclude_rejected, studies=records,
-                adjudication=adjudication, reading=Reading(workers), progress=True,
+                time_on_task=times, adjudication=adjudication, reading=Reading(workers),
+                progress=True,
             )
     _echo_tally(result)
     _echo_adjudicated(result)
@@ -248,15 +250,18 @@ def _echo_adjudicated(result: ExportResult) -> None:
                    f"{ADJUDICATION_ERRORS_FILE}", err=True)
 
 
-def _study_records(studies: tuple[Path, ...], database: str | None) -> list[dict[str, Any]]:
-    """The study side of the protocol record, read before the export so that a study file or
-    database that cannot be read stops it before anything is written."""
+def _study_records(studies: tuple[Path, ...], database: str | None
+                   ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """The study side of the protocol record, and the time on task of each annotation made
+    through the gateway, read before the export so that a study file or database that cannot
+    be read stops it before anything is written."""
     if not studies:
-        return []
+        return [], {}
     require_extra("study")
     from ..study.protocol import studies_protocol
+    from ..study.timing import annotation_times
 
-    return studies_protocol(studies, database)
+    return studies_protocol(studies, database), annotation_times(studies, database)
 
 
 @click.command("report")

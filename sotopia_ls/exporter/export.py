@@ -219,6 +219,7 @@ def export_project(
     raw_csv: bool = False,
     exclude_rejected: bool = False,
     studies: Sequence[Mapping[str, Any]] = (),
+    time_on_task: Mapping[int, Mapping[str, Any]] | None = None,
     adjudication: str | int | None = None,
     reading: Reading = DEFAULT_READING,
     progress: bool = False,
@@ -233,7 +234,9 @@ def export_project(
     carries the study review's decision from its task's meta (``review_decision``);
     ``exclude_rejected`` leaves out those marked reject, counted in ``tally.excluded``.
     ``studies`` are the study side's protocol records (``sotopia_ls.study.protocol``), merged
-    into ``protocol.json``. ``adjudication`` (an adjudication project's id or title,
+    into ``protocol.json``; ``time_on_task`` (``sotopia_ls.study.timing.annotation_times``)
+    gives the annotations made through a study's gateway their time-on-task columns
+    (``tables.TIME_COLUMNS``). ``adjudication`` (an adjudication project's id or title,
     ``sotopia_ls.adjudication``) adds its adjudicated ratings in their own files
     (``adjudicated_scores.csv``, ``adjudication_errors.jsonl``); the raw scores are the same
     with or without it. ``reading`` sets the worker processes and chunk size; ``progress``
@@ -246,7 +249,7 @@ def export_project(
         f"project {target.id}", annotator_emails(client), keep_identities,
         overlap=target.maximum_annotations,
         predictions=project_predictions(client, target.id) if with_predictions else {},
-        exclude_rejected=exclude_rejected,
+        exclude_rejected=exclude_rejected, time_on_task=time_on_task or {},
     )
     with _workspace(out_dir) as (staging, scratch):
         path = scratch / f"project-{target.id}.json"
@@ -273,6 +276,7 @@ def export_file(
     overlap: int | None = None,
     exclude_rejected: bool = False,
     studies: Sequence[Mapping[str, Any]] = (),
+    time_on_task: Mapping[int, Mapping[str, Any]] | None = None,
     reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
@@ -283,7 +287,7 @@ def export_file(
     annotations per task, for the audit.
     """
     settings = Settings(str(path), identities or {}, keep_identities, overlap=overlap,
-                        exclude_rejected=exclude_rejected)
+                        exclude_rejected=exclude_rejected, time_on_task=time_on_task or {})
     with _workspace(out_dir) as (staging, _):
         return _export(Path(path), settings, staging,
                        Encoding(dict(model_names or {}), raw_csv), reading, progress, studies)

@@ -38,6 +38,7 @@ from .page import FLAG, counted, estimate, note, number, section, shown, table
 from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
 from .review import review_table
 from .sotopia_pi import PI_COLUMNS
+from .time_on_task import time_on_task_table
 
 if TYPE_CHECKING:
     from .report import Report
@@ -303,6 +304,13 @@ def _annotators(annotators: pd.DataFrame, needed: Results, report: Report, text:
     return section("Annotators", table(annotators))
 
 
+def _time_on_task(times: pd.DataFrame | None, needed: Results, report: Report,
+                  text: str) -> str:
+    if times is None:
+        return section("Time on task", note(NO_TIME_ON_TASK_NOTE))
+    return section("Time on task", note(text), table(times))
+
+
 def _dimension_summary(row: pd.Series) -> str:
     def figure(name: str) -> str:
         return estimate(row[name], row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high"))
@@ -392,6 +400,19 @@ NOISE_NOTE = (
     "human (contains 0), farther than a human (wholly above 0)."
 )
 QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of the reference."
+TIME_ON_TASK_NOTE = (
+    "Minutes the study gateway's rating page was visible and focused (the tab shown, its "
+    "window focused): per rating, and per participant summed over their measured ratings; "
+    "lower quartile, median and upper quartile. measured: the ratings (participants) with a "
+    "measure, of all the crowd's. Label Studio's lead time, which runs on while the page is "
+    "in another tab, is the annotators table's."
+)
+NO_TIME_ON_TASK_NOTE = (
+    "No rating carries a measured time on task. The study gateway measures the minutes its "
+    "rating page was visible and focused; sotopia-ls export --study FILE writes them "
+    "(visible_minutes) for the annotations made through it, and a report of that export shows "
+    "them here. Label Studio's lead time is the annotators table's."
+)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -425,6 +446,8 @@ SECTIONS: tuple[Section, ...] = (
         if inputs.reference is not None and len(inputs.reference) else None),
         _qualification, QUALIFICATION_NOTE),
     Section("annotators", lambda inputs, needed: annotator_table(inputs.long), _annotators),
+    Section("time_on_task", lambda inputs, needed: time_on_task_table(inputs.long),
+            _time_on_task, TIME_ON_TASK_NOTE),
     Section("distributions", earlier("agreement"), _distributions, table=False,
             needs=("agreement",)),
 )

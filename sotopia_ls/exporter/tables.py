@@ -31,6 +31,11 @@ PREDICTED_FIELDS: tuple[str, ...] = tuple(f"predicted_{name}" for name in RATING
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# Time on task, for annotations made through a study's gateway (``export --study``; empty for
+# the others): when the episode was given (assigned) to the participant, first shown and
+# submitted, and the minutes its rating page was visible and focused (``study.timing``).
+TIME_COLUMNS: tuple[str, ...] = ("assigned_at", "first_shown_at", "submitted_at",
+                                 "visible_minutes")
 ANNOTATION_COLUMNS: tuple[str, ...] = (
     "task_id",
     "annotation_id",
@@ -39,6 +44,7 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "ground_truth",
     "lead_time",
     "created_at",
+    *TIME_COLUMNS,
     "source_tag",
     "models",
     "agent_1_name",
@@ -64,6 +70,7 @@ LONG_COLUMNS: tuple[str, ...] = (
     "rationale",
     "lead_time",
     "created_at",
+    *TIME_COLUMNS,
     "source_tag",
     "models",
     "ground_truth",
@@ -90,6 +97,7 @@ def annotation_schema() -> pa.Schema:
     types: dict[str, pa.DataType] = {
         "task_id": pa.int64(), "annotation_id": pa.int64(), "ground_truth": pa.bool_(),
         "added_slot": pa.bool_(), "gold": pa.bool_(), "lead_time": pa.float64(),
+        "visible_minutes": pa.float64(),
     }
     types |= {name: pa.int64() for name in (*RATING_FIELDS, *PREDICTED_FIELDS)}
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])

@@ -10,9 +10,10 @@ every annotation (``accounting``). Each row carries the study review's decision 
 from its task's meta (``tasks.REVIEW``) once per task; ``Settings.exclude_rejected`` leaves
 out those marked reject, counted as excluded. Each also says whether the study gateway marked
 it as rated on a slot adaptive extra raters added (``tasks.ADDED_SLOTS``), and whether its
-task is one of a study's gold episodes (``tasks.GOLD``). It is a pure function of the chunk
-and the ``Settings``: what needs every chunk (an annotator who rated an episode again in
-another task) is the parent's, in ``collection``.
+task is one of a study's gold episodes (``tasks.GOLD``); one made through a study's gateway
+carries its time on task (``Settings.time_on_task``). It is a pure function of the chunk and
+the ``Settings``: what needs every chunk (an annotator who rated an episode again in another
+task) is the parent's, in ``collection``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ..labelstudio.tasks import (
 from ..scores import Evaluation
 from .accounting import ErrorRow, Finding, Tally, repeat_refusal
 from .chunks import Region
-from .tables import annotation_table
+from .tables import TIME_COLUMNS, annotation_table
 from .wire import Annotation, Data, Task, decode_tasks
 
 if TYPE_CHECKING:
@@ -97,6 +98,9 @@ class Settings:
     predictions: Mapping[int, dict[str, Any]] = field(default_factory=dict)
     # Leave out the annotations the study review marked reject.
     exclude_rejected: bool = False
+    # annotation id → its time-on-task columns (``tables.TIME_COLUMNS``), for the annotations
+    # made through a study's gateway (read from its database); the others' stay empty.
+    time_on_task: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,6 +201,9 @@ def _annotation_columns(annotation: Annotation, annotator: str, decision: str,
         if isinstance(shown, dict) else "",
         **{f"predicted_{name}": score for name, score in predicted_ratings(shown).items()},
     }
+
+
+_NO_TIMES = dict.fromkeys(TIME_COLUMNS)
 
 
 def _keep_latest_per_annotator(task_rows: list[dict[str, Any]], part: Part) -> list[dict[str, Any]]:
@@ -360,6 +367,7 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
             )
             continue
         fields.update(shared)
+        fields.update(settings.time_on_task.get(annotation.id, _NO_TIMES))
         fields.update(_annotation_columns(annotation, annotator,
                                           decisions.get(annotation.id, ""),
                                           annotation.id in added, gold))
