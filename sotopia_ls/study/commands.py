@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 from click.core import ParameterSource
@@ -28,6 +28,8 @@ from .settings import (
     QUALIFYING_DISTANCE,
     SECRET_ENV,
     STUDY_FILE,
+    Currency,
+    Reward,
     StudyFile,
     completion_url,
     default_database,
@@ -143,6 +145,12 @@ def study_command() -> None:
 @click.option("--target-width", type=click.FloatRange(min=0, min_open=True),
               help="Stop adding slots once every dimension's alpha interval on the dashboard's "
               "latest figures is narrower than this (with --adaptive).")
+@click.option("--reward", metavar="AMOUNT", type=click.FloatRange(min=0, min_open=True),
+              help="Prolific's reward per submission (a visit), e.g. 2.50: `study status` and "
+              "`study review` then give the pay per hour it comes to, warning under "
+              "Prolific's minimum (with --currency).")
+@click.option("--currency", type=click.Choice(get_args(Currency)),
+              help="The currency of --reward, your Prolific account's.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=STUDY_FILE, show_default=True, help="Where to write the study file.")
 @click.option("--force", is_flag=True, help="Replace an existing study file.")
@@ -155,7 +163,8 @@ def init_command(
     screen_out_link: str | None, max_distance: int | None, requires_qualification: str | None,
     gold_share: float, gold_references: Path | None, is_adaptive: bool,
     disagreement_threshold: int | None, max_raters: int | None, target_width: float | None,
-    output: Path, force: bool, url: str | None, api_key: str | None,
+    reward: float | None, currency: str | None, output: Path, force: bool, url: str | None,
+    api_key: str | None,
 ) -> None:
     """Write a study file for a Label Studio project (checked on the server).
 
@@ -168,6 +177,8 @@ def init_command(
         sotopia-ls study init --name main --project 3 --completion-code C1A2B3 --requires-qualification screening --gold-share 0.2
 
         sotopia-ls study init --name main --project 3 --completion-code C1A2B3 --adaptive --max-raters 3 --target-width 0.3
+
+        sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --reward 2.50 --currency GBP
     """
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
@@ -192,7 +203,7 @@ def init_command(
             qualification=qualification, requires_qualification=requires_qualification,
             gold_share=gold_share,
             gold_references=str(gold_references.resolve()) if gold_references else None,
-            adaptive=adaptive,
+            adaptive=adaptive, reward=_reward(reward, currency),
         )
     click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                f"{study.raters_per_episode} raters per episode, "
@@ -215,6 +226,20 @@ def init_command(
     if study.database != given:
         click.echo(f"The database password was left out of {output}: give it to the gateway "
                    f"in {PASSWORD_PLACES}.")
+
+
+def _reward(amount: float | None, currency: str | None) -> Reward | None:
+    """The study file's reward: ``amount`` of ``currency`` in hundredths, as Prolific's API
+    takes it."""
+    if amount is None and currency is None:
+        return None
+    if amount is None or currency is None:
+        raise click.UsageError("--reward and --currency go together: the reward per "
+                               "submission and its currency (your Prolific account's)")
+    cents = round(amount * 100)
+    if abs(amount * 100 - cents) > 1e-6:
+        raise click.BadParameter(f"{amount} has more than two decimals", param_hint="--reward")
+    return Reward(cents=cents, currency=currency)
 
 
 def _qualification(is_qualification: bool, screen_out_code: str | None,
@@ -330,7 +355,9 @@ def sync_command(study_path: Path, database: str | None, url: str | None,
 @_database_option
 def status_command(study_path: Path, database: str | None) -> None:
     """Print a study's progress: episodes done, in progress and open, leases, participants,
-    and per dimension the running agreement (α and Gwet's AC2 with 95% intervals).
+    minutes per episode, the pay per hour the study's reward comes to (warning under
+    Prolific's minimum), and per dimension the running agreement (α and Gwet's AC2 with 95%
+    intervals).
 
     Reads the gateway's database only; Label Studio is not asked. The agreement is the last
     one a running gateway computed, else computed once now. Ratings Label Studio
@@ -546,7 +573,7 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
     the columns decision, message and category, then read the file back with --decisions;
     -o refuses to replace a file holding decisions not read back (--force replaces it).
     Reading the database needs no Label Studio; recording decisions marks the annotations
-    there.
+    there. Writing the file also prints the pay per hour the study's reward comes to.
 
     --apply carries the recorded decisions out on Prolific: approvals in bulk, each rejection
     with its message and category, a qualification round's passers as a participant group.
@@ -575,6 +602,7 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
                                "decisions: give one at a time")
     _, _, store = _web_stack()
     from ..labelstudio.client import connect
+    from .hourly import hourly_pay, pay_lines
     from .review import record_review, write_review
 
     with failures_as_messages():
@@ -582,12 +610,15 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
         engine = store.open_store(database or study.database)
         if edited is None and payment is None:
             rows = write_review(engine, study, output, force=force)
+            pay = hourly_pay(engine, study)
         elif edited is not None:
             done = record_review(edited, engine, study, connect(url, api_key))
     if edited is None and payment is None:
         suggested = rows["suggested"].replace("", "no suggestion").value_counts().to_dict()
         click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: "
                    f"{_by_kind(suggested)}")
+        for line in pay_lines(study, pay):
+            click.echo(line)
         return
     if edited is not None:
         click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "

@@ -15,6 +15,7 @@ import os
 from math import log2
 from pathlib import Path
 from string import ascii_letters, digits
+from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from pydantic import (
@@ -145,6 +146,21 @@ class Adaptive(BaseModel):
         "snapshot is narrower than this; none: never stop for the agreement."))
 
 
+# Prolific pays participants in GBP or USD, in the currency of the researcher's account.
+Currency = Literal["GBP", "USD"]
+
+
+class Reward(BaseModel):
+    """What Prolific pays a participant for one submission (a visit of the gateway), as
+    Prolific's API takes a study's reward: a whole number of the currency's hundredths."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cents: int = Field(ge=1, description=(
+        "The reward per submission in hundredths of the currency (pence, cents)."))
+    currency: Currency = Field(description="The currency of the reward.")
+
+
 class StudyFile(BaseModel):
     """One study: its project, how episodes are shared out, and how participants leave."""
 
@@ -187,6 +203,9 @@ class StudyFile(BaseModel):
         "no dashboard).")
     adaptive: Adaptive | None = Field(None, description=(
         "Set: an episode whose ratings disagree gets an extra rater (``Adaptive``)."))
+    reward: Reward | None = Field(None, description=(
+        "Prolific's reward per submission, for the pay per hour `study status` and `study "
+        "review` estimate; none: no estimate."))
 
     _addresses = field_validator("completion_url", "no_slots_url")(_web_address)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, and_, case, func, select
 
+from .hourly import HourlyPay, hourly_pay, pay_lines
 from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
 from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
 from .settings import StudyFile, without_password
@@ -44,6 +45,7 @@ class StudyStatus:
     added: AddedSlots = AddedSlots(0, 0)  # by adaptive extra raters, for disagreeing episodes
     visible: Quartiles | None = None  # minutes per episode the rating page was visible, focused
     agreement: Snapshot | None = None  # the running agreement, when asked for and rated
+    pay: HourlyPay | None = None  # the study's reward per hour of the median visit
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
@@ -70,6 +72,7 @@ class StudyStatus:
             f"{self.late} after their lease expired",
             f"  median time per episode: {median}",
             f"  visible time per episode: {self._visible()}",
+            *(f"  {line}" for line in pay_lines(study, self.pay)),
             *self._stuck_lines(),
             *self._failure_lines(options),
             *(agreement_lines(self.agreement) if self.agreement is not None else []),
@@ -188,6 +191,7 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         gold=golden,
         added=added_slots(engine, name, k),
         visible=visible_quartiles(engine, name),
+        pay=hourly_pay(engine, study),
         agreement=_running_agreement(engine, study) if agreement else None,
     )
 
