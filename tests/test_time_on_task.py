@@ -193,6 +193,18 @@ def test_study_status_warns_when_the_reward_comes_to_less_than_prolifics_minimum
     assert f"  {PAY}" in shown and f"  {UNDER}" in shown
 
 
+def test_study_status_gives_the_visible_minutes_per_participant_too(tmp_path):
+    study, engine = paid_study(tmp_path, 200)
+
+    shown = study_status(engine, study).lines(study, "")
+
+    # Measured: 25 and 40 minutes of two who completed, 60 of the one who left; one had none.
+    assert ("  visible time per participant: median 40.0 min (quartiles 32.5 to 50.0 min; "
+            "3 participants measured)") in shown
+    assert ("  visible time per episode: median 20.0 min (quartiles 15.0 to 20.0 min; "
+            "5 ratings measured)") in shown
+
+
 def test_study_review_prints_the_same_estimate_from_the_command_line(tmp_path):
     study, _ = paid_study(tmp_path, 200)
     path = write_study(study, tmp_path / "study.json")

@@ -15,7 +15,7 @@ from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
 from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
-from .visible import Quartiles, visible_quartiles
+from .visible import Quartiles, participant_quartiles, visible_quartiles
 
 
 # A rating waiting this long has missed several of the writers' sweeps (saving.SWEEP_SECONDS).
@@ -44,6 +44,7 @@ class StudyStatus:
     gold: int          # gold episodes: no slots, any number of raters (a round serves only them)
     added: AddedSlots = AddedSlots(0, 0)  # by adaptive extra raters, for disagreeing episodes
     visible: Quartiles | None = None  # minutes per episode the rating page was visible, focused
+    visible_participants: Quartiles | None = None  # the same summed per participant
     agreement: Snapshot | None = None  # the running agreement, when asked for and rated
     pay: HourlyPay | None = None  # the study's reward per hour of the median visit
 
@@ -71,19 +72,14 @@ class StudyStatus:
             f"shelved and {self.surplus} surplus (both kept in the gateway database), "
             f"{self.late} after their lease expired",
             f"  median time per episode: {median}",
-            f"  visible time per episode: {self._visible()}",
+            f"  visible time per episode: {_visible(self.visible, 'ratings')}",
+            "  visible time per participant: "
+            + _visible(self.visible_participants, "participants"),
             *(f"  {line}" for line in pay_lines(study, self.pay)),
             *self._stuck_lines(),
             *self._failure_lines(options),
             *(agreement_lines(self.agreement) if self.agreement is not None else []),
         ]
-
-    def _visible(self) -> str:
-        """The quartiles of the minutes the rating page was visible and focused."""
-        if self.visible is None:
-            return "no rating measured yet"
-        return (f"median {self.visible.median:.1f} min (quartiles {self.visible.low:.1f} to "
-                f"{self.visible.high:.1f} min; {self.visible.ratings} ratings measured)")
 
     def _gold_lines(self, study: StudyFile) -> list[str]:
         """How many gold episodes the study serves: a qualification round nothing else."""
@@ -129,6 +125,14 @@ class StudyStatus:
                 f"--assignment {failure.assignment_id}",
             ]
         return lines
+
+
+def _visible(minutes: Quartiles | None, what: str) -> str:
+    """The quartiles of the minutes the rating page was visible and focused, of ``what``."""
+    if minutes is None:
+        return "no rating measured yet"
+    return (f"median {minutes.median:.1f} min (quartiles {minutes.low:.1f} to "
+            f"{minutes.high:.1f} min; {minutes.count} {what} measured)")
 
 
 def study_options(study_path: Path, database: str | None) -> str:
@@ -191,6 +195,7 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         gold=golden,
         added=added_slots(engine, name, k),
         visible=visible_quartiles(engine, name),
+        visible_participants=participant_quartiles(engine, name),
         pay=hourly_pay(engine, study),
         agreement=_running_agreement(engine, study) if agreement else None,
     )

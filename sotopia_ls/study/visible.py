@@ -10,13 +10,13 @@ flags' time on task and ``study status``'s minutes per episode. Label Studio's `
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
 import numpy as np
 from pydantic import Field
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from .store import assignments, insert_once, visible_time
 
@@ -29,13 +29,21 @@ VisibleSeconds = Annotated[float, Field(ge=0, le=MOST_SECONDS, allow_inf_nan=Fal
 
 @dataclass(frozen=True)
 class Quartiles:
-    """Minutes per episode: the lower quartile, the median and the upper quartile, of
-    ``ratings`` ratings."""
+    """Minutes per episode or per participant: the lower quartile, the median and the upper
+    quartile, of ``count`` ratings or participants."""
 
     low: float
     median: float
     high: float
-    ratings: int
+    count: int
+
+
+def quartiles(seconds: Sequence[float]) -> Quartiles | None:
+    """The quartiles of ``seconds``, in minutes; None for none."""
+    if not seconds:
+        return None
+    low, median, high = np.percentile(np.array(seconds) / 60, [25, 50, 75])
+    return Quartiles(float(low), float(median), float(high), len(seconds))
 
 
 def page_measuring() -> dict[str, object]:
@@ -60,9 +68,15 @@ def recorded_visible(engine: Engine, assignment_ids: Iterable[int]) -> dict[int,
 def visible_quartiles(engine: Engine, study: str) -> Quartiles | None:
     """The quartiles of the study's visible minutes per episode; None before any is kept."""
     with engine.connect() as conn:
-        seconds = conn.execute(select(visible_time.c.seconds).join(assignments).where(
-            assignments.c.study == study)).scalars().all()
-    if not seconds:
-        return None
-    low, median, high = np.percentile(np.array(seconds) / 60, [25, 50, 75])
-    return Quartiles(float(low), float(median), float(high), len(seconds))
+        return quartiles(conn.execute(select(visible_time.c.seconds).join(assignments).where(
+            assignments.c.study == study)).scalars().all())
+
+
+def participant_quartiles(engine: Engine, study: str) -> Quartiles | None:
+    """The quartiles of the study's visible minutes per participant (summed over their
+    measured ratings); None before any is kept."""
+    with engine.connect() as conn:
+        return quartiles(conn.execute(
+            select(func.sum(visible_time.c.seconds)).join(assignments)
+            .where(assignments.c.study == study)
+            .group_by(assignments.c.participant_id)).scalars().all())
