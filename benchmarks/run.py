@@ -1,4 +1,4 @@
-"""One command, one table: import, export, live export and pre-annotation at study scale.
+"""One command, one table: import, export, live export, pre-annotation and the study gateway.
 
 Example:
 
@@ -7,6 +7,7 @@ Example:
     .venv/bin/python -m benchmarks.run --only import --database postgresql --rounds 3
     .venv/bin/python -m benchmarks.run --only study       # the study gateway's burst (PostgreSQL)
     .venv/bin/python -m benchmarks.run --only study --study-adaptive --study-dashboard
+    .venv/bin/python -m benchmarks.run --only screen      # a scripted participant in Chromium
 
 See docs/benchmarks.md for the recorded figures and what dominates each.
 """
@@ -20,19 +21,19 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
 import click
 import pandas as pd
 
-from . import exporting, importing, live_export, load, servers, study_burst
+from . import exporting, importing, live_export, load, screen, servers, study_burst
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "var" / "benchmarks"
 BACKEND_BENCH = Path(__file__).with_name("backend_bench.py")
-PARTS = ("import", "export", "live-export", "backend", "study")
+PARTS = ("import", "export", "live-export", "backend", "study", "screen")
 COLUMNS = ("benchmark", "size", "seconds", "rate", "figures", "target", "met", "peak RSS MB")
 
 IMPORT_TARGET = 1.05
@@ -203,7 +204,8 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--annotators", default=2, show_default=True, help="Annotations per task (export, live export).")
 @click.option("--batch-size", default=500, show_default=True, help="Tasks per import request (both sides).")
 @click.option("--rounds", default=3, show_default=True,
-              help="Import rounds (the order alternates) and runs of each export stage.")
+              help="Import rounds (the order alternates), runs of each export stage, and "
+              "participants of the screen benchmark.")
 @click.option("--live-tasks", default=5_000, show_default=True,
               help="Tasks in the project of the live-export benchmark.")
 @click.option("--backend-tasks", default=1000, show_default=True, help="Tasks for the backend benchmark.")
@@ -231,8 +233,8 @@ def main(
     live_tasks: int, backend_tasks: int, study_participants: int, study_gateways: int,
     study_gold_share: float, study_adaptive: bool, study_dashboard: bool, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
 ) -> None:
-    """Measure import, export, live export, the stored backend and the study gateway's burst;
-    print one table."""
+    """Measure import, export, live export, the stored backend, the study gateway's burst and
+    its rating screen; print one table."""
     if quick:
         episodes, annotations, live_tasks, backend_tasks, rounds = 500, 5_000, 250, 200, 1
         study_participants = 40
@@ -265,9 +267,11 @@ def main(
                                       gold_share=study_gold_share,
                                       adaptive=study_adaptive,
                                       dashboard=study_dashboard)))
+    if "screen" in parts:
+        run_part("screen", lambda: screen.rows(screen.measure_screen(rounds)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
-    click.echo(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}")
+    click.echo(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}")
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):
         click.echo(table.to_string(index=False))
     failed = [row["benchmark"] for row in rows if row["benchmark"].endswith(": FAILED")]
