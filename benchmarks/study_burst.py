@@ -61,7 +61,6 @@ from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import Client, create_project, project_task_data
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.labelstudio.tasks import EPISODE_ID
-from sotopia_ls.study.editor import EDITOR_DIR_ENV, editor_dir, fetch_editor
 from sotopia_ls.study.process import GatewayProcess, start_gateway
 from sotopia_ls.study.settings import DATABASE_ENV, SECRET_ENV, StudyFile, without_password
 
@@ -359,8 +358,7 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
             study_file.write_text(study.model_dump_json())
             env = {**os.environ, "LABEL_STUDIO_URL": running.url,
                    "LABEL_STUDIO_API_KEY": running.credentials.api_key,
-                   SECRET_ENV: secrets.token_urlsafe(32), DATABASE_ENV: database,
-                   EDITOR_DIR_ENV: str(fetch_editor(editor_dir()).absolute())}
+                   SECRET_ENV: secrets.token_urlsafe(32), DATABASE_ENV: database}
             # Without --study-dashboard, no dashboard whatever this shell has set.
             env.pop(study.dashboard_token_env, None)
             if token:

@@ -85,9 +85,8 @@ _SIDE_PANELS_CSS = """
 # sticks to that panel's top and scrolls on its own; its height leaves room for the bars
 # Label Studio 1.23 puts above the panel (48 px, and 42 more in the data manager) and the
 # Submit bar (50 px) laid over its bottom. Narrower screens keep one column: context,
-# dialogue, ratings. (A container query on the form's width
-# would be more exact, but inline-size containment makes the 1.4.0 editor's page grid
-# size its row for a zero-width form, about 75,000 px tall.)
+# dialogue, ratings. The study gateway's page sizes the column for its own bars
+# (study/static/gateway.css).
 _TWO_COLUMNS = "1000px"
 _COLUMNS_CSS = f"""
 @media (min-width: {_TWO_COLUMNS}) {{
@@ -213,7 +212,13 @@ def _dimension_block(parent: ET.Element, dimension: Dimension) -> None:
 
 def rating_class(key: str, agent: int) -> str:
     """CSS class of the column holding one agent's rating and rationale for one dimension."""
-    return f"sotopia-{rating_name(key, agent)}"
+    return control_class(rating_name(key, agent))
+
+
+def control_class(name: str) -> str:
+    """CSS class of the block the config wraps around the control ``name`` (a rating's
+    column holds its rationale too)."""
+    return f"sotopia-{name}"
 
 
 def _rating(parent: ET.Element, dimension: Dimension, agent: int) -> None:

@@ -122,3 +122,18 @@ def screenshot_whole_form(page: Page, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(VIEWPORT)
+
+
+def form_outline(page: Page) -> list[list[object]]:
+    """The labeling form as a reader meets it, top to bottom: each heading's text, each rating
+    (the control's column and its choices) and each text box (its name and placeholder)."""
+    return page.locator(".sotopia-columns").first.evaluate(
+        """form => [...form.querySelectorAll('h1, h2, h3, h4, h5, h6, .lsf-choices, textarea')]
+            .map(element => {
+                if (element.matches('textarea')) return ['text', element.name, element.placeholder];
+                if (element.matches('.lsf-choices')) return ['rating',
+                    element.closest('.sotopia-rating').className,
+                    [...element.querySelectorAll('label')].map(label => label.innerText.trim())];
+                return ['heading', element.innerText.trim()];
+            })"""
+    )

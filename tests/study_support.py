@@ -29,12 +29,11 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, create_project, import_batch
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.samples import SAMPLES
-from sotopia_ls.study.editor import EDITOR_DIR_ENV
+from sotopia_ls.study.editor import find_editor
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
 from sotopia_ls.study.store import assignments, gold, slots
 
-REPO = Path(__file__).resolve().parents[1]
-EDITOR = REPO / "var" / "editor" / "label-studio-1.4.0"
+EDITOR = find_editor()
 CODE = "C0MPL3T3"
 NO_SLOTS = "N0SL0TS"
 BOOT = re.compile(r'<script type="application/json" id="boot">(.*?)</script>', re.S)
@@ -86,7 +85,7 @@ def answers(seed: int, text: str = "rationale") -> dict[int, dict[str, tuple[str
 
 def gateway_env(ls_url: str, api_key: str, secret: str) -> dict[str, str]:
     return {**os.environ, "LABEL_STUDIO_URL": ls_url, "LABEL_STUDIO_API_KEY": api_key,
-            SECRET_ENV: secret, EDITOR_DIR_ENV: str(EDITOR)}
+            SECRET_ENV: secret}
 
 
 # --- a participant without a browser --------------------------------------------------------

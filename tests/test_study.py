@@ -21,10 +21,24 @@ import pytest
 from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
 from sqlalchemy import select
 
-from browser import CHROMIUM, LAUNCH_ARGS, LOADED, VIEWPORT, checked_ratings, rating_column
+from browser import (
+    CHROMIUM,
+    LAUNCH_ARGS,
+    LOADED,
+    VIEWPORT,
+    checked_ratings,
+    form_outline,
+    in_view,
+    log_in,
+    open_task,
+    rating_column,
+    submit,
+)
 from conftest import invoke
 from study_support import (
     CODE,
+    NO_SLOTS,
+    Participant,
     SAMPLE_EPISODES,
     answers,
     check_invariants,
@@ -36,7 +50,7 @@ from study_support import (
     wait_until_saved,
 )
 from sotopia_ls.cli import main
-from sotopia_ls.dimensions import AGENTS, RUBRIC
+from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
@@ -68,6 +82,7 @@ class Journey:
     entered: list[dict[int, dict[str, tuple[str, int]]]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
+    missing_in_view: bool = False  # the missing rationale was in view after the early Submit
     code_shown: str = ""
     prolific_paths: list[str] = field(default_factory=list)
     episodes: list[str] = field(default_factory=list)  # the scenario of each episode rated
@@ -84,15 +99,15 @@ def fill(page: Page, chosen: dict[int, dict[str, tuple[str, int]]], *,
                 column.locator("textarea").fill(rationale)
 
 
-def retype(page: Page, key: str, agent: int, rationale: str) -> None:
-    """Replace a rationale the editor already took: delete it, type the new one."""
-    column = rating_column(page, key, agent)
-    column.locator("[aria-label=delete]").click()
-    column.locator("textarea").fill(rationale)
-
-
-def submit(page: Page) -> None:
-    page.locator("button[aria-label=submit]").click()
+def start_rating(browser: Browser, base: str, study_id: str | None = None) -> Page:
+    """A new participant's page: arrived from Prolific, past the instructions, at the editor
+    (close the page's context when done)."""
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{base}/s/pilot?PROLIFIC_PID={prolific_id()}&STUDY_ID={study_id or prolific_id()}"
+              f"&SESSION_ID={prolific_id()}")
+    page.get_by_role("button", name=re.compile("start rating")).click()
+    open_rating(page)
+    return page
 
 
 def open_rating(page: Page) -> str:
@@ -137,18 +152,18 @@ def journey(ls_client: Client, label_studio: LocalServer, browser: Browser,
 
             done.episodes.append(open_rating(page))
             first = answers(101, "first participant")
-            fill(page, first, blank=("goal", 2))
-            submit(page)
-            message = page.get_by_text("Please explain your Goal rating for agent 2.")
-            expect(message).to_be_visible()
-            done.refusals.append(message.inner_text())
-            page.keyboard.press("Escape")
-            rating_column(page, "goal", 2).locator("textarea").fill("   ")
-            submit(page)  # the editor takes a rationale of spaces; the gateway does not
+            # The last rating given is at the bottom of the form; the one left out far above it.
+            fill(page, first, blank=("knowledge", 1))
+            assert not in_view(rating_column(page, "knowledge", 1).locator("textarea"))
+            submit(page)  # too early: the page names the missing rationale and goes to it
             notice = page.locator("#notice")
-            expect(notice).to_contain_text("empty rationale")
-            done.refusals.append(notice.inner_text())
-            retype(page, "goal", 2, first[2]["goal"][0])
+            expect(notice).to_be_visible()
+            done.refusals.append(" ".join(notice.locator("p").all_inner_texts()))
+            done.missing_in_view = in_view(rating_column(page, "knowledge", 1).locator("textarea"))
+            page.keyboard.type("   ")  # the page put the cursor in the missing rationale
+            submit(page)  # a rationale of spaces is no rationale either
+            done.refusals.append(" ".join(notice.locator("p").all_inner_texts()))
+            rating_column(page, "knowledge", 1).locator("textarea").fill(first[1]["knowledge"][0])
             if os.environ.get("UPDATE_SCREENSHOT"):
                 page.evaluate("window.scrollTo(0, 0)")
                 page.screenshot(path=str(README_SCREENSHOT))
@@ -179,8 +194,9 @@ def test_a_participant_from_prolific_rates_two_episodes_and_returns_with_the_cod
     # The arrival answers with a redirect, so Prolific's ids leave the address bar at once.
     assert pages == ["/s/pilot/instructions", "/s/pilot/rate", "/s/pilot/rate", "/s/pilot/done",
                      "/submissions/complete"]
-    assert journey.refusals[0] == "Please explain your Goal rating for agent 2."
-    assert "Goal rationale for agent 2: empty rationale" in journey.refusals[1]
+    assert journey.refusals == ["One answer is still missing: Please explain your Knowledge "
+                                "rating for agent 1."] * 2
+    assert journey.missing_in_view
     assert journey.code_shown == CODE
     assert journey.prolific_paths == [f"/submissions/complete?cc={CODE}"]
     assert len(set(journey.episodes)) == 2
@@ -316,3 +332,70 @@ def test_a_rating_saved_through_label_studio_s_own_editor_is_byte_identical_to_t
     stored = json.dumps(ls_client.annotations.get(id=second).result, indent=1) + "\n"
 
     assert stored == SAVED_THROUGH_THE_OLD_EDITOR.read_text()
+
+
+def test_the_participant_sees_the_form_annotators_see_in_label_studio_and_the_last_turn(
+    journey, label_studio: LocalServer
+):
+    page = start_rating(journey.browser, journey.gateway.url, journey.study_id)
+    participant_form = form_outline(page)
+    add_buttons = page.get_by_role("button", name="Add").count()
+    episode = page.locator(".sotopia-episode")
+    last_turn = page.locator(".sotopia-dialogue [data-testid^='phrase:']").last
+    overflows = episode.evaluate("column => column.scrollHeight > column.clientHeight")
+    turn_at_first = in_view(last_turn)
+    rating_column(page, "goal", 2).locator("label.ant-radio-wrapper").first.click()
+    page.wait_for_timeout(200)  # a scroll event's handler runs after the scroll
+    turn_at_last = in_view(last_turn)
+    engine = open_store(journey.study.database)
+    with engine.connect() as conn:
+        task = conn.execute(select(assignments.c.task_id).order_by(assignments.c.id.desc())).first()[0]
+
+    log_in(page, label_studio)
+    open_task(page, label_studio, journey.study.project, task)  # shows a rating made before
+    page.get_by_role("button", name="Create an annotation").click()
+    expect(page.locator("textarea")).to_have_count(len(AGENTS) * len(DIMENSIONS))
+    annotator_form = form_outline(page)
+    page.context.close()
+
+    assert add_buttons == 0
+    # The episode column does not hold the whole episode, yet rating the last dimension the
+    # participant sees the last turn of the dialogue.
+    assert overflows and not turn_at_first and turn_at_last
+    assert sum(kind == "rating" for kind, *_ in participant_form) == len(AGENTS) * len(DIMENSIONS)
+    assert sum(kind == "text" for kind, *_ in participant_form) == len(AGENTS) * len(DIMENSIONS)
+    assert participant_form == annotator_form
+
+
+def _rate_until_full(base: str, most: int = 12) -> None:
+    """Participants (plain HTTP) rate until an arrival finds nothing left to rate."""
+    for _ in range(most):
+        someone = Participant.of(base)
+        try:
+            if someone.arrive().url.path.endswith("/done"):
+                return
+            someone.read_instructions()
+            someone.open_episode()
+            while someone.boot:
+                assert someone.rate(7).status_code == 200
+                someone.open_episode()
+        finally:
+            someone.close()
+    raise AssertionError(f"the study still had work after {most} participants")
+
+
+def test_a_latecomer_reaches_the_no_slots_code_on_the_first_page_they_see(journey):
+    _rate_until_full(journey.gateway.url)
+    context = journey.browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    documents: list[str] = []
+    page.on("load", lambda loaded: documents.append(loaded.url))
+
+    page.goto(f"{journey.gateway.url}/s/pilot?PROLIFIC_PID={prolific_id()}"
+              f"&STUDY_ID={journey.study_id}&SESSION_ID={prolific_id()}")
+    expect(page.get_by_role("heading", name="Nothing left to rate")).to_be_visible()
+    code = page.locator("#completion-code").inner_text()
+    context.close()
+
+    assert [re.sub(r"^http://[^/]+", "", url) for url in documents] == ["/s/pilot/done"]
+    assert code == NO_SLOTS

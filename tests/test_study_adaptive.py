@@ -338,7 +338,7 @@ class Gateway:
         self.client, self.study = client, study
         self.engine = open_store(study.database)
         self.app = create_app(prepare_gateway(study, client, self.engine), secret=SECRET,
-                              editor_dir=EDITOR, https_only=False)
+                              editor=EDITOR, https_only=False)
 
     def rates(self, goal: int, *, saved: bool = True) -> Participant:
         """A new participant arrives, reads the instructions and rates their first episode

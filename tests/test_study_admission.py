@@ -55,7 +55,7 @@ def studies(ls_client: Client, tmp_path_factory) -> Studies:
     prepare_gateway(qualifying, ls_client, engine)
     main_study = make_study(tmp, project, name="main", requires_qualification=ROUND)
     app = create_app(prepare_gateway(main_study, ls_client, engine),
-                     secret=secrets.token_urlsafe(32), editor_dir=EDITOR, https_only=False)
+                     secret=secrets.token_urlsafe(32), editor=EDITOR, https_only=False)
     return Studies(engine, tmp, project, app)
 
 

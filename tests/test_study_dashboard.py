@@ -217,7 +217,7 @@ def in_process(client: Client, tmp: Path, token: str | None) -> InProcess:
     study = make_study(tmp, project, episodes_per_participant=1)
     engine = open_store(study.database)
     app = create_app(prepare_gateway(study, client, engine), secret=secrets.token_urlsafe(32),
-                     editor_dir=EDITOR, https_only=False, dashboard_token=token)
+                     editor=EDITOR, https_only=False, dashboard_token=token)
     return InProcess(study, engine, app)
 
 

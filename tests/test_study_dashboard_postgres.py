@@ -35,7 +35,7 @@ def test_on_postgresql_the_dashboard_shows_progress_and_agreement_after_ratings(
                            episodes_per_participant=1)
         engine = open_store(url)
         app = create_app(prepare_gateway(study, ls_client, engine),
-                         secret=secrets.token_urlsafe(32), editor_dir=EDITOR, https_only=False,
+                         secret=secrets.token_urlsafe(32), editor=EDITOR, https_only=False,
                          dashboard_token=token)
         # The researcher's client runs the app's lifespan (the running agreement's thread);
         # each participant has a client, and cookies, of their own.

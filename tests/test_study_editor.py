@@ -49,10 +49,12 @@ from sotopia_ls.study.settings import SECRET_ENV
 
 INSTALLED = installed_editor()
 assert INSTALLED is not None, "the tests run with the server extra: label-studio installed"
-# What the participant page needs of the web app: its scripts, its stylesheet, and the chunk
-# that defines window.LabelStudio (read_loader checks that one).
+# What the participant page needs of the web app: its scripts, its stylesheet, and the editor's
+# chunks that are files of their own (the last defines window.LabelStudio).
 EDITOR_CHUNK = f"{INSTALLED.loader.chunks[-1]}.js"
-APP_FILES = {*INSTALLED.loader.scripts, INSTALLED.loader.stylesheet, EDITOR_CHUNK}
+APP_FILES = {*INSTALLED.loader.scripts, INSTALLED.loader.stylesheet,
+             *(f"{chunk}.js" for chunk in INSTALLED.loader.chunks
+               if (INSTALLED.folder / f"{chunk}.js").is_file())}
 
 
 def _installed(path: str) -> Path:

@@ -61,7 +61,7 @@ class Study:
         self.settings: StudyFile = make_study(tmp, self.project, **fields)
         self.engine: Engine = open_store(self.settings.database)
         self.gateway = prepare_gateway(self.settings, client, self.engine)
-        self.app = create_app(self.gateway, secret=SECRET, editor_dir=EDITOR, https_only=False)
+        self.app = create_app(self.gateway, secret=SECRET, editor=EDITOR, https_only=False)
 
     def participant(self, **fields: object) -> Participant:
         return Participant(TestClient(self.app, base_url="http://127.0.0.1"), **fields)
@@ -519,8 +519,7 @@ def test_study_serve_refuses_to_start_unsafely_and_says_why(
 ):
     (tmp_path / "study.json").write_text(study.settings.model_dump_json())
     env = {"LABEL_STUDIO_URL": label_studio.url,
-           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key,
-           "SOTOPIA_LS_EDITOR_DIR": str(EDITOR)} | env
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key} | env
 
     refused = _run(env, "study", "serve", "--study", str(tmp_path / "study.json"), *args)
 

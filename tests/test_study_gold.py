@@ -27,7 +27,7 @@ from playwright.sync_api import Response as PlaywrightResponse
 from sqlalchemy import Engine, event, func, select
 from starlette.testclient import TestClient
 
-from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT
+from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT, submit
 from conftest import results_of
 from study_support import (
     BOOT,
@@ -42,7 +42,7 @@ from study_support import (
     study_project,
 )
 from test_postgres import study_database
-from test_study import fill, open_rating, submit
+from test_study import fill, open_rating
 from test_study_leases import visitor
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import rating_name
@@ -319,7 +319,7 @@ class GoldStudy:
         self.settings = make_study(tmp, self.project, gold_references=str(references), **fields)
         self.engine = open_store(self.settings.database)
         self.app = create_app(prepare_gateway(self.settings, client, self.engine),
-                              secret=SECRET, editor_dir=EDITOR, https_only=False)
+                              secret=SECRET, editor=EDITOR, https_only=False)
 
     def participant(self) -> Recorded:
         return Recorded(TestClient(self.app, base_url="http://127.0.0.1"))

@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, expect
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine, select
 
-from browser import CHROMIUM, VIEWPORT
+from browser import CHROMIUM, VIEWPORT, submit
 from study_support import (
     CODE,
     EDITOR,
@@ -35,7 +35,7 @@ from study_support import (
     study_project,
     wait_until_saved,
 )
-from test_study import browser, fill, open_rating, submit  # noqa: F401  (browser: a fixture)
+from test_study import browser, fill, open_rating  # noqa: F401  (browser: a fixture)
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import free_port
 from sotopia_ls.study.app import create_app
@@ -109,7 +109,7 @@ def served(ls_client: Client, tmp_path_factory: pytest.TempPathFactory) -> Itera
     study = make_study(tmp, project, episodes_per_participant=1)
     engine = open_store(study.database)
     app = create_app(prepare_gateway(study, ls_client, engine), secret=secrets.token_urlsafe(32),
-                     editor_dir=EDITOR, https_only=False, pages=PAGES)
+                     editor=EDITOR, https_only=False, pages=PAGES)
     with serving(app) as url:
         yield Served(url, engine, project)
 

@@ -326,7 +326,7 @@ def test_a_passer_who_closes_the_tab_after_the_last_rating_is_on_the_allow_list(
         write_round(tmp_path, ls_client, project, gold=3).read_text())
     engine = open_store(study.database)
     app = create_app(prepare_gateway(study, ls_client, engine), secret=secrets.token_urlsafe(32),
-                     editor_dir=EDITOR, https_only=False)
+                     editor=EDITOR, https_only=False)
     passer = Participant(TestClient(app, base_url="http://127.0.0.1"), study=ROUND)
     passer.arrive()
     passer.read_instructions()
@@ -383,7 +383,7 @@ def run(ls_client: Client, project: int, tmp_path_factory) -> Iterator[Run]:
     main_study = make_study(tmp, project, name="main", requires_qualification=ROUND)
     secret = secrets.token_urlsafe(32)
     apps = [create_app(prepare_gateway(each, ls_client, engine), secret=secret,
-                       editor_dir=EDITOR, https_only=False) for each in (study, main_study)]
+                       editor=EDITOR, https_only=False) for each in (study, main_study)]
     seen: list[httpx.Response] = []
     with serving(apps[0]) as round_url, serving(apps[1]) as main_url:
         people = [recording(Participant.of(round_url, study=ROUND), seen) for _ in range(3)]

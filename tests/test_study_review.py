@@ -105,7 +105,7 @@ class RatedStudy:
         self.path = write_study(self.settings, tmp / "study.json")
         self.engine: Engine = open_store(self.settings.database)
         app = create_app(prepare_gateway(self.settings, client, self.engine), secret=SECRET,
-                         editor_dir=EDITOR, https_only=False)
+                         editor=EDITOR, https_only=False)
         self.people: dict[str, Participant] = {}
         for name, results in (("straight", STRAIGHT), ("good", GOOD), ("short", SHORT)):
             someone = Participant(TestClient(app, base_url="http://127.0.0.1"))

@@ -104,7 +104,7 @@ class Gateways:
         secret = secrets.token_urlsafe(32)
         self.apps = {name: create_app(prepare_gateway(read_study(folder / f"{name}.json"),
                                                       client, self.engine),
-                                      secret=secret, editor_dir=EDITOR, https_only=False)
+                                      secret=secret, editor=EDITOR, https_only=False)
                      for name in (ROUND, MAIN)}
 
     def participant(self, study: str, pid: str | None = None) -> Participant:

@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy import Engine, select
 
-from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT, rating_column
+from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT, rating_column, submit
 from conftest import results_of
 from study_support import (
     Participant,
@@ -31,7 +31,7 @@ from study_support import (
     prolific_id,
     study_project,
 )
-from test_study import fill, open_rating, submit
+from test_study import fill, open_rating
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, reasoning_name
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.results import read_json_results
@@ -101,7 +101,7 @@ def rate_in_chromium(browser: Browser, url: str, chosen: dict, *, pasting: bool)
         page.keyboard.type(ADDED + "x")
         page.keyboard.press("Backspace")
         page.keyboard.press("Shift+Enter")
-        keyed.locator(".ant-typography-edit").click()
+        keyed.get_by_role("button", name="Edit Region").click()
         paste(page, ADDED_LATER)
         expect(keyed.locator("textarea")).to_have_value(re.compile(re.escape(ADDED_LATER) + "$"))
     submit(page)

@@ -19,9 +19,9 @@ import pytest
 from playwright.sync_api import Page
 from sqlalchemy import Engine
 
-from browser import CHROMIUM, VIEWPORT
-from study_support import Participant, answers, prolific_id
-from test_study import fill, open_rating, submit
+from browser import CHROMIUM, submit
+from study_support import Participant, answers
+from test_study import fill, start_rating
 from test_study_typing import assignment_of, post, served_with_chromium
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
@@ -57,12 +57,8 @@ def started_at(page: Page) -> float:
 def rate_with_a_break(browser: Any, url: str) -> tuple[str, float]:
     """A participant rates one episode, leaving for another tab before submitting; the key
     and the seconds the rating page was in front."""
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.goto(f"{url}/s/pilot?PROLIFIC_PID={prolific_id()}&STUDY_ID={prolific_id()}"
-              f"&SESSION_ID={prolific_id()}")
-    page.get_by_role("button", name=re.compile("start rating")).click()
-    open_rating(page)
+    page = start_rating(browser, url)
+    context = page.context
     start = started_at(page)
     key = page.evaluate("JSON.parse(document.getElementById('boot').textContent).assignment")
     fill(page, answers(31, "visible participant"))  # then a break before submitting

@@ -205,6 +205,12 @@ def task_count(client: Client, project_id: int) -> int:
         return int(client.projects.get(id=project_id).task_number or 0)
 
 
+def server_release(client: Client) -> str | None:
+    """The Label Studio release the server runs (``/api/version``), when it says."""
+    with sdk_errors("reading Label Studio's version"):
+        return client.versions.get().release
+
+
 def delete_tasks(client: Client, project_id: int, task_ids: list[int]) -> None:
     """Delete tasks in one request (Label Studio's own "Delete tasks" action)."""
     with sdk_errors(f"deleting {len(task_ids)} tasks", project=project_id):

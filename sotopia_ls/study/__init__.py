@@ -23,7 +23,8 @@ never get a login, a token or its address.
 - ``saving``    a submission checked, and written behind into Label Studio exactly once
 - ``marks``     a task's meta written from the gateway, one writer per task at a time
 - ``security``  headers, CSRF token, bounded bodies, JSON inside HTML
-- ``editor``    Label Studio's editor files: one pinned npm release, verified
+- ``editor``    Label Studio's own editor, of the release the server runs: where its files are
+                and how the page loads them (``static/editor-loader.js``)
 - ``app``       the Starlette app, its routes built from the page sequence, the out-of-turn
                 guard and the CSRF check once for every page; ``serve`` runs it; ``status``
                 reports progress

@@ -10,7 +10,8 @@ the pages of ``flow.PAGE_SEQUENCE``:
     GET  /s/<name>/rate              the current episode in Label Studio's editor
     POST /s/<name>/submit            the rating, as JSON (CSRF header); answers where to go next
     GET  /s/<name>/done              completion code and redirect to Prolific, or no slots
-    GET  /static/…                   the editor's files and licences, the page script and style
+    GET  /static/…                   Label Studio's web app (for its editor) and fonts, the page
+                                     scripts and style
     GET  /health                     for a load balancer
     /researcher/<name>…              the researcher's dashboard, behind its own token
                                      (``dashboard``; absent without one)
@@ -38,7 +39,6 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -57,6 +57,7 @@ from starlette.templating import Jinja2Templates
 
 from . import arrival
 from .dashboard import Dashboard, dashboard_routes, participant_rows
+from .editor import Editor
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
 from .live import LiveFigures
@@ -68,6 +69,7 @@ from .security import (
     bounded_body,
     check_csrf,
     csrf_token,
+    json_for_html,
 )
 
 SESSION_COOKIE = "sotopia_study"
@@ -82,14 +84,19 @@ def unreadable(error: ValidationError) -> str:
     return f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}"
 
 
-def _templates(pages: tuple[Page, ...]) -> Jinja2Templates:
-    """The gateway's templates, then each page's own folder."""
+def _templates(pages: tuple[Page, ...], editor: Editor) -> Jinja2Templates:
+    """The gateway's templates, then each page's own folder; ``editor`` says how the rating
+    page loads the editor."""
     folders = dict.fromkeys(page.template_folder for page in pages if page.template_folder)
     environment = jinja2.Environment(
         loader=jinja2.ChoiceLoader([jinja2.PackageLoader("sotopia_ls.study", "templates"),
                                     *(jinja2.FileSystemLoader(folder) for folder in folders)]),
         autoescape=True, undefined=jinja2.StrictUndefined,
     )
+    environment.globals["editor"] = {
+        "stylesheet": editor.loader.stylesheet, "scripts": editor.loader.scripts,
+        "loader": json_for_html(editor.loader.for_page()),
+    }
     return Jinja2Templates(env=environment)
 
 
@@ -120,7 +127,7 @@ async def _answers(request: Request, submit: Form | Script) -> BaseModel:
                             f"{unreadable(error)}.") from None
 
 
-def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: bool,
+def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: bool,
                pages: tuple[Page, ...] = PAGE_SEQUENCE,
                dashboard_token: str | None = None) -> SecurityHeaders:
     """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
@@ -130,7 +137,7 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
     check_sequence(pages)
     study = gateway.study
     engine = gateway.engine
-    templates = _templates(pages)
+    templates = _templates(pages, editor)
     base = f"/s/{study.name}"
     script_paths = tuple(f"/{page.submit.path}" for page in pages
                          if isinstance(page.submit, Script))
@@ -268,7 +275,8 @@ def create_app(gateway: Gateway, *, secret: str, editor_dir: Path, https_only: b
             *(route for page in pages for route in page_routes(page)),
             *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only)
               if dashboard and dashboard_token else []),
-            Mount("/static/editor", StaticFiles(directory=editor_dir)),
+            Mount("/static/editor", StaticFiles(directory=editor.folder)),
+            Mount("/static/fonts", StaticFiles(directory=editor.fonts)),
             Mount("/static", StaticFiles(packages=[("sotopia_ls.study", "static")])),
         ],
         middleware=[

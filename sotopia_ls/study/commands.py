@@ -18,7 +18,7 @@ from click.core import ParameterSource
 from ..errors import redacted
 from ..extras import require_extra
 from ..options import failures_as_messages, server_options
-from .editor import EDITOR_DIR_ENV, PACKAGE, VERSION, editor_dir, fetch_editor
+from .editor import EDITOR_DIR_ENV, PINNED, fetch_editor
 from .prolific import API_URL, TOKEN_VARIABLE
 from .settings import (
     DATABASE_ENV,
@@ -191,8 +191,9 @@ def init_command(
                                    "without either the study serves no gold episode")
     given = database or default_database(name)
     with failures_as_messages():
+        client = connect(url, api_key)
         study = serve.init_study(
-            connect(url, api_key), output, project=project, overwrite=force, name=name,
+            client, output, project=project, overwrite=force, name=name,
             title=title, raters_per_episode=raters_per_episode,
             episodes_per_participant=episodes_per_participant, lease_minutes=lease_minutes,
             completion_code=completion_code,
@@ -205,9 +206,10 @@ def init_command(
             gold_references=str(gold_references.resolve()) if gold_references else None,
             adaptive=adaptive, reward=_reward(reward, currency),
         )
-    click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
-               f"{study.raters_per_episode} raters per episode, "
-               f"{study.episodes_per_participant} episodes per participant")
+        click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
+                   f"{study.raters_per_episode} raters per episode, "
+                   f"{study.episodes_per_participant} episodes per participant")
+        click.echo(serve.editor_notice(client))
     if study.qualification is not None:
         click.echo(f"A qualification round: whoever has every rating within "
                    f"{study.qualification.max_distance} of the reference gets "
@@ -293,8 +295,9 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
     """Run the participant gateway (uvicorn; stop with Ctrl-C).
 
     Needs the session key in the environment variable the study file names
-    (SOTOPIA_LS_STUDY_SECRET by default), Label Studio's address and key, and the editor
-    files (`sotopia-ls study fetch-editor`). Several gateways may share one PostgreSQL
+    (SOTOPIA_LS_STUDY_SECRET by default) and Label Studio's address and key. Participants
+    rate in Label Studio's own editor, from the installed label-studio package (else from
+    `sotopia-ls study fetch-editor`). Several gateways may share one PostgreSQL
     database behind a load balancer. With a token in SOTOPIA_LS_DASHBOARD_TOKEN (or the
     variable the study file names), it also serves the researcher's dashboard at
     /researcher/NAME.
@@ -315,6 +318,7 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
         click.echo("participants' link: "
                    + serve.participant_link(study, f"http://{host}:{port}"))
         click.echo(serve.dashboard_notice(study, f"http://{host}:{port}"))
+        click.echo(serve.editor_notice(client))
         serve.serve_study(study, client, database=database, host=host, port=port, public=public)
 
 
@@ -635,14 +639,16 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
 
 @study_command.command("fetch-editor")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              help=f"Where to put the editor files [default: ${EDITOR_DIR_ENV}, else "
-              f"var/editor/label-studio-{VERSION} of the current folder].")
+              help=f"Where to put the editor [default: ${EDITOR_DIR_ENV}, else "
+              f"var/editor/label-studio-{PINNED} of the current folder].")
 def fetch_editor_command(folder: Path | None) -> None:
-    """Download and verify Label Studio's labeling editor for the participant page.
+    """Download Label Studio's editor for a gateway host without Label Studio installed.
 
-    The npm release @heartexlabs/label-studio 1.4.0 (Apache-2.0), checked against its pinned
-    sha512 integrity; only the script, the stylesheet and the two licence files are kept.
-    Nothing is downloaded when the folder already holds them.
+    The participant page runs Label Studio's own editor. Where the label-studio package is
+    installed (the server extra), the gateway takes it from there and this command is not
+    needed. Elsewhere, this downloads the label-studio wheel of the pinned release with pip,
+    its sha256 required, and keeps only its web app and fonts (Apache-2.0). Nothing is
+    downloaded when the folder already holds them; pip's own index settings apply.
 
     Example:
 
@@ -651,5 +657,5 @@ def fetch_editor_command(folder: Path | None) -> None:
         SOTOPIA_LS_EDITOR_DIR=/srv/editor sotopia-ls study fetch-editor
     """
     with failures_as_messages():
-        written = fetch_editor(folder or editor_dir())
-    click.echo(f"{PACKAGE} {VERSION}: verified files in {written}")
+        written = fetch_editor(folder)
+    click.echo(f"Label Studio {PINNED}'s editor: in {written.folder.parent}")

@@ -149,6 +149,7 @@ class Rate(Page):
             "submit": f"{turn.base}/{Rate.submit.path}",
             "csrf": turn.csrf,
             "settings": _EDITOR_SETTINGS,
+            "required": turn.gateway.required,
             "typing": page_counting(),
             "visible": page_measuring(),
         }

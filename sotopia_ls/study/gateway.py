@@ -23,7 +23,7 @@ from ..labelstudio.tasks import GOLD
 from . import leases
 from .gold import gold_references
 from .live import keep_episode_ids
-from .saving import LabelStudioWriter, to_names
+from .saving import LabelStudioWriter, required_fields, to_names
 from .settings import StudyFile
 from .shown import ShownFields
 from .store import allow_list, gold
@@ -40,6 +40,7 @@ class Gateway:
     engine: Engine
     config: str
     targets: dict[str, str]  # control → the object it labels, for rebuilding results
+    required: list[dict[str, Any]]  # the required controls, for the rating page's own check
     instructions: str
     writer: LabelStudioWriter
     shown: Callable[[int], dict[str, Any]]
@@ -115,5 +116,6 @@ def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway
     def shown(task_id: int) -> dict[str, Any]:
         return leases.shown_episode(engine, study.name, task_id)
 
-    return Gateway(study, engine, config, to_names(config), instructions_html(),
+    return Gateway(study, engine, config, to_names(config), required_fields(config),
+                   instructions_html(),
                    LabelStudioWriter(engine, client, study.name), shown)

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Engine, select, update
 from starlette.concurrency import run_in_threadpool
 
-from ..config import controls
+from ..config import control_class, controls
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..errors import LabelStudioError
 from ..labelstudio.client import Client, ensure_user, merge_meta_of_task, save_annotation
@@ -73,6 +73,18 @@ _LABELS = {
 def to_names(config: str) -> dict[str, str]:
     """Each control of the labeling config → the object it labels (read once per gateway)."""
     return {name: control.to_name for name, control in controls(config).items()}
+
+
+def required_fields(config: str) -> list[dict[str, Any]]:
+    """The config's required controls in form order, each with the message it gives when
+    left out and where it is on the page (``anchor``, a CSS selector): the rating page names
+    them, and goes to the first, when Submit is pressed too early."""
+    return [{"name": name, "message": control.attrs.get("requiredMessage") or name,
+             "text": control.tag == "TextArea",
+             "anchor": (f'textarea[name="{name}"]' if control.tag == "TextArea"
+                        else f".{control_class(name)}")}
+            for name, control in controls(config).items()
+            if control.attrs.get("required", "").lower() == "true"]
 
 
 def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:

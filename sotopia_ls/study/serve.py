@@ -10,10 +10,10 @@ import uvicorn
 
 from ..config import check_labeling_config
 from ..errors import StudyError
-from ..labelstudio.client import Client, find_project
+from ..labelstudio.client import Client, find_project, server_release
 from ..ml_backend import is_loopback
 from .app import create_app
-from .editor import check_editor, editor_dir
+from .editor import find_editor, release_notice
 from .gateway import (
     add_new_episodes,
     check_required_round,
@@ -68,6 +68,16 @@ def sync_episodes(study: StudyFile, client: Client, *,
     return add_new_episodes(study, client, engine, project_config(study, client))
 
 
+def editor_notice(client: Client) -> str:
+    """One line: the editor participants get, and a warning when the server runs another
+    release (checked at ``study init`` and ``study serve``), or why there is none yet."""
+    try:
+        editor = find_editor()
+    except StudyError as error:
+        return f"participant editor: {error}"
+    return release_notice(editor, server_release(client))
+
+
 def dashboard_notice(study: StudyFile, address: str) -> str:
     """One line: where the researcher's dashboard is, or how to turn it on."""
     if study.dashboard_token() is None:
@@ -91,10 +101,10 @@ def serve_study(study: StudyFile, client: Client, *, database: str | None = None
     headers (``GatewayH11Protocol``)."""
     check_bind(host, public)
     secret = study.secret()
-    editor = check_editor(editor_dir())
+    editor = find_editor()
     engine = open_store(database or study.database)
     gateway = prepare_gateway(study, client, engine)
-    app = create_app(gateway, secret=secret, editor_dir=editor, https_only=public,
+    app = create_app(gateway, secret=secret, editor=editor, https_only=public,
                      dashboard_token=study.dashboard_token())
     uvicorn.run(
         app, host=host, port=port, http=GatewayH11Protocol, ws="none", log_config=_log_config(),

@@ -1,4 +1,4 @@
-// The participant's rating page: Label Studio's editor (window.LabelStudio, from main.js) on the
+// The participant's rating page: Label Studio's own editor (editor-loader.js loads it) on the
 // labeling config and the episode in the page's JSON block, sending the rating to the gateway
 // with how each rationale came in: characters pasted (or dropped) in and characters typed, and
 // the seconds the page was visible and focused (time on task; nothing typed is read for it).
@@ -11,6 +11,7 @@
   var sending = false;
   var root = document.getElementById("label-studio");
   var TEXT = "textarea, input[type=text]";
+  var SUBMIT = "button[name=submit]";
   // The kinds of insertion that bring text from elsewhere; any other is typed.
   var PASTED = {
     insertFromPaste: 1, insertFromPasteAsQuotation: 1, insertFromDrop: 1, insertFromYank: 1,
@@ -18,9 +19,9 @@
   // Rationale field → { pasted, typed }: characters inserted, so text deleted later counts too.
   var typing = {};
   // Label Studio's TextArea is a text box named after its control until its text is taken as
-  // the control's value (Shift+Enter, or a submit); that text is then edited in a nameless box
-  // in the same place. So every element holding one field's named box stands for that field
-  // ("" for an element holding several).
+  // the control's value (Shift+Enter, or a submit); that text is then edited in a box named
+  // "<control>:<region id>" in the same place. So every element holding one field's boxes
+  // stands for that field ("" for an element holding several).
   var holders = new WeakMap();
   // The box's length and selected length as an insertion begins: the insertion's length is
   // what the box grew by, one rule for every kind (a drop's text is not in the event's data).
@@ -28,9 +29,10 @@
 
   function learnFields() {
     root.querySelectorAll("textarea[name], input[type=text][name]").forEach(function (box) {
+      var field = box.name.split(":")[0];
       for (var node = box; node && node !== root; node = node.parentElement) {
         var known = holders.get(node);
-        holders.set(node, known === undefined || known === box.name ? box.name : "");
+        holders.set(node, known === undefined || known === field ? field : "");
       }
     });
   }
@@ -111,6 +113,7 @@
   });
   watchVisible();
 
+  // The notice stays in a corner of the window (gateway.css), so showing it moves nothing.
   function show(lines) {
     notice.textContent = "";
     lines.forEach(function (line) {
@@ -119,8 +122,69 @@
       notice.appendChild(item);
     });
     notice.hidden = lines.length === 0;
-    if (lines.length) notice.scrollIntoView({ block: "center" });
   }
+
+  // Submit pressed too early: the page names what is still missing and goes to the first of
+  // it. The editor's own check would name one field in a dialog and leave the form where it
+  // was; a rationale of spaces would pass it and come back from the gateway.
+  var editor = null;
+  var MOST_NAMED = 4;
+
+  function given(result) {
+    var value = result.value || {};
+    return (value.choices || []).length > 0 || (value.text || []).some(function (text) {
+      return String(text).trim() !== "";
+    });
+  }
+
+  function missing() {
+    var annotation = editor && editor.annotationStore.selected;
+    if (!annotation) return [];
+    var done = {};
+    annotation.serializeAnnotation().forEach(function (result) {
+      if (given(result)) done[result.from_name] = true;
+    });
+    return boot.required.filter(function (field) {
+      if (done[field.name]) return false;
+      var box = field.text && root.querySelector(field.anchor);
+      return !box || box.value.trim() === "";
+    });
+  }
+
+  function goTo(field) {
+    var place = root.querySelector(field.anchor);
+    if (!place) return;
+    place.scrollIntoView({ block: "center" });
+    var control = place.matches(TEXT) ? place : place.querySelector("input");
+    if (control) control.focus({ preventScroll: true });
+  }
+
+  // The episode column scrolls on its own beside the form. As the participant goes down the
+  // form it goes down with it, in proportion, so the last dimension is rated beside the last
+  // turn of the dialogue; it never goes back up by itself, so a participant who scrolled it
+  // to read on does not lose their place.
+  var EPISODE = ".sotopia-episode";
+  window.addEventListener("scroll", function () {
+    var episode = root.querySelector(EPISODE);
+    var page = document.scrollingElement;
+    var range = page.scrollHeight - page.clientHeight;
+    if (!episode || range <= 0) return;
+    var wanted = (page.scrollTop / range) * (episode.scrollHeight - episode.clientHeight);
+    if (wanted > episode.scrollTop) episode.scrollTop = wanted;
+  }, { passive: true });
+
+  document.addEventListener("click", function (event) {
+    if (!(event.target instanceof Element) || !event.target.closest(SUBMIT)) return;
+    var left = missing();
+    if (!left.length) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    var named = left.slice(0, MOST_NAMED).map(function (field) { return field.message; });
+    if (left.length > MOST_NAMED) named.push("… and " + (left.length - MOST_NAMED) + " more.");
+    show([left.length === 1 ? "One answer is still missing:" :
+          left.length + " answers are still missing:"].concat(named));
+    goTo(left[0]);
+  }, true);
 
   function refused(body) {
     if (body && body.problems) return ["Please complete your rating:"].concat(body.problems);
@@ -157,18 +221,23 @@
       });
   }
 
-  new LabelStudio(root, {
-    config: boot.config,
-    task: { id: boot.task.id, data: boot.task.data, annotations: [], predictions: [] },
-    // The form and its Submit button only: no annotation list, no other work, no navigation.
-    interfaces: ["topbar", "controls"],
-    settings: boot.settings,
-    user: { pk: 1, firstName: "Participant" },
-    onLabelStudioLoad: function (LS) {
-      var annotation = LS.annotationStore.addAnnotation({ userGenerate: true });
-      LS.annotationStore.selectAnnotation(annotation.id);
-    },
-    onSubmitAnnotation: function (LS, annotation) { send(annotation); },
-    onUpdateAnnotation: function (LS, annotation) { send(annotation); },
+  window.loadLabelStudio().then(function (LabelStudio) {
+    new LabelStudio(root, {
+      config: boot.config,
+      task: { id: boot.task.id, data: boot.task.data, annotations: [], predictions: [] },
+      // The form and its Submit button only: no annotation list, no other work, no navigation.
+      interfaces: ["topbar", "controls"],
+      settings: boot.settings,
+      user: { id: 1, pk: 1, firstName: "Participant" },
+      onLabelStudioLoad: function (LS) {
+        editor = LS;
+        var annotation = LS.annotationStore.addAnnotation({ userGenerate: true });
+        LS.annotationStore.selectAnnotation(annotation.id);
+      },
+      onSubmitAnnotation: function (LS, annotation) { send(annotation); },
+      onUpdateAnnotation: function (LS, annotation) { send(annotation); },
+    });
+  }, function () {
+    show(["The rating form could not be loaded: check your connection and reload the page."]);
   });
 })();
