@@ -164,6 +164,7 @@ def journey(ls_client: Client, label_studio: LocalServer, browser: Browser,
             submit(page)  # a rationale of spaces is no rationale either
             done.refusals.append(" ".join(notice.locator("p").all_inner_texts()))
             rating_column(page, "knowledge", 1).locator("textarea").fill(first[1]["knowledge"][0])
+            expect(notice).to_be_hidden()  # nothing is missing any more
             if os.environ.get("UPDATE_SCREENSHOT"):
                 page.evaluate("window.scrollTo(0, 0)")
                 page.screenshot(path=str(README_SCREENSHOT))

@@ -151,6 +151,18 @@
     });
   }
 
+  // A list of what is missing goes once nothing is; any other notice stays until the next send.
+  var listed = false;
+
+  function recheck() {
+    if (listed && !missing().length) {
+      listed = false;
+      show([]);
+    }
+  }
+
+  ["input", "change"].forEach(function (name) { root.addEventListener(name, recheck); });
+
   function goTo(field) {
     var place = root.querySelector(field.anchor);
     if (!place) return;
@@ -183,6 +195,7 @@
     if (left.length > MOST_NAMED) named.push("… and " + (left.length - MOST_NAMED) + " more.");
     show([left.length === 1 ? "One answer is still missing:" :
           left.length + " answers are still missing:"].concat(named));
+    listed = true;
     goTo(left[0]);
   }, true);
 
@@ -194,6 +207,7 @@
   function send(annotation) {
     if (sending) return;
     sending = true;
+    listed = false;
     show([]);
     fetch(boot.submit, {
       method: "POST",
