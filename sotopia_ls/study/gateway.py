@@ -23,6 +23,7 @@ from ..labelstudio.tasks import GOLD
 from . import leases
 from .gold import gold_references
 from .live import keep_episode_ids
+from .load import Load
 from .saving import LabelStudioWriter, required_fields, to_names
 from .settings import StudyFile
 from .shown import ShownFields
@@ -43,6 +44,7 @@ class Gateway:
     required: list[dict[str, Any]]  # the required controls, for the rating page's own check
     instructions: str
     writer: LabelStudioWriter
+    load: Load  # participant requests in progress in this process (the writer yields to them)
     shown: Callable[[int], dict[str, Any]]
 
 
@@ -116,6 +118,7 @@ def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway
     def shown(task_id: int) -> dict[str, Any]:
         return leases.shown_episode(engine, study.name, task_id)
 
+    load = Load()
     return Gateway(study, engine, config, to_names(config), required_fields(config),
-                   instructions_html(),
-                   LabelStudioWriter(engine, client, study.name), shown)
+                   instructions_html(), LabelStudioWriter(engine, client, study.name, load),
+                   load, shown)

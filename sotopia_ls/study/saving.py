@@ -49,6 +49,7 @@ from .leases import (
     release_claim,
     retry_failed,
 )
+from .load import Load
 from .marks import meta_turn
 from .store import participants
 
@@ -189,8 +190,8 @@ class LabelStudioWriter:
     submit (with a participant's first, their Label Studio user), and every ``SWEEP_SECONDS``
     whatever is still waiting (a save that failed, one a killed process had claimed)."""
 
-    def __init__(self, engine: Engine, client: Client, study: str) -> None:
-        self.engine, self.client, self.study = engine, client, study
+    def __init__(self, engine: Engine, client: Client, study: str, load: Load) -> None:
+        self.engine, self.client, self.study, self.load = engine, client, study, load
         self._ratings: asyncio.Queue[None] | None = None
 
     def rating_recorded(self) -> None:
