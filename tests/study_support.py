@@ -175,8 +175,10 @@ def prolific_stand_in() -> Iterator[ThreadingHTTPServer]:
 
 
 class PausingProxy:
-    """A local HTTP proxy to Label Studio that can hold requests until released: annotation
-    POSTs, or the ``method`` requests to a path ``held_path`` matches."""
+    """A local HTTP proxy (to Label Studio, or to a gateway for a browser) that can hold
+    requests until released: annotation POSTs, or the ``method`` requests to a path
+    ``held_path`` matches; or answer the next such request itself as a saturated gateway
+    does (``answer_busy_once``)."""
 
     ANNOTATION_POST = re.compile(r"^/api/tasks/\d+/annotations/?")
 
@@ -186,6 +188,8 @@ class PausingProxy:
         self.hold = threading.Event()
         self.held = threading.Event()      # set once a request is being held
         self.release = threading.Event()
+        self.busy_seconds: int | None = None  # the next matching request is answered 503
+        self.matched = 0  # requests that matched, answered busy or forwarded
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -194,8 +198,13 @@ class PausingProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                if (self.command == proxy.method and proxy.hold.is_set()
-                        and proxy.held_path.match(self.path)):
+                matches = self.command == proxy.method and proxy.held_path.match(self.path)
+                proxy.matched += bool(matches)
+                if matches and proxy.busy_seconds is not None:
+                    self._busy(proxy.busy_seconds)
+                    proxy.busy_seconds = None
+                    return
+                if matches and proxy.hold.is_set():
                     proxy.held.set()
                     proxy.release.wait(60)
                 headers = {k: v for k, v in self.headers.items()
@@ -211,6 +220,15 @@ class PausingProxy:
                 self.end_headers()
                 self.wfile.write(answer.content)
 
+            def _busy(self, seconds: int) -> None:
+                body = json.dumps({"busy": "busy", "retry_after": seconds}).encode()
+                self.send_response(503)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", str(seconds))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _forward  # noqa: N815
 
             def log_message(self, *args: Any) -> None:
@@ -219,6 +237,10 @@ class PausingProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer_busy_once(self, seconds: int) -> None:
+        """The next matching request is answered 503 with ``Retry-After: seconds``, unsent."""
+        self.busy_seconds = seconds
 
     def close(self) -> None:
         self.release.set()

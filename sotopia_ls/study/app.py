@@ -61,6 +61,7 @@ from .editor import Editor
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
 from .live import LiveFigures
+from .overload import GATEWAY_LIMITS, Limits, OverloadGuard
 from .page import Form, NotAccepted, Page, Script, Turn, check_sequence, current_page
 from .security import (
     CSRF_FIELD,
@@ -129,11 +130,13 @@ async def _answers(request: Request, submit: Form | Script) -> BaseModel:
 
 def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: bool,
                pages: tuple[Page, ...] = PAGE_SEQUENCE,
-               dashboard_token: str | None = None) -> SecurityHeaders:
+               dashboard_token: str | None = None,
+               limits: Limits = GATEWAY_LIMITS) -> SecurityHeaders:
     """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
-    cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too. The
+    cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too;
+    ``limits`` say when the process is too busy to take a participant's request. The
     security headers wrap the Starlette app itself: its error pages (500s included) are made
-    inside Starlette, so they carry them too."""
+    inside Starlette, so they carry them too, as do the overload guard's 503s (``overload``)."""
     check_sequence(pages)
     study = gateway.study
     engine = gateway.engine
@@ -268,7 +271,10 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
             writing.cancel()
             figuring.cancel()
 
-    return SecurityHeaders(Starlette(
+    def busy(seconds: int) -> str:
+        return templates.get_template("busy.html").render(title=study.title, seconds=seconds)
+
+    return SecurityHeaders(OverloadGuard(Starlette(
         routes=[
             Route("/health", health),
             Route("/s/{study}", arrive),
@@ -286,4 +292,4 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
         exception_handlers={HTTPException: refused, NotAccepted: not_accepted, 500: failed},
         lifespan=lifespan,
         debug=False,
-    ))
+    ), gateway.load, busy_page=busy, json_paths=script_paths, limits=limits))

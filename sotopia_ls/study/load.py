@@ -8,6 +8,7 @@ lock.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -18,10 +19,24 @@ class Load:
 
     in_flight: int = 0
     last_began: float = field(default_factory=time.monotonic)
+    # When each request in progress began, by the ticket ``began`` gave it.
+    _since: dict[int, float] = field(default_factory=dict, repr=False)
+    _tickets: itertools.count = field(default_factory=itertools.count, repr=False)
 
-    def began(self) -> None:
+    def began(self) -> int:
+        """A request began; its ticket, for ``ended``."""
         self.in_flight += 1
         self.last_began = time.monotonic()
+        ticket = next(self._tickets)
+        self._since[ticket] = self.last_began
+        return ticket
 
-    def ended(self) -> None:
+    def ended(self, ticket: int) -> None:
         self.in_flight -= 1
+        self._since.pop(ticket, None)
+
+    def longest_wait(self) -> float:
+        """Seconds since the oldest request in progress began (0 with none): a participant's
+        request is milliseconds of work, so a long one is waiting for a thread or a database
+        connection."""
+        return time.monotonic() - min(self._since.values(), default=time.monotonic())

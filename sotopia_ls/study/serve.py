@@ -7,6 +7,7 @@ import copy
 from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from ..config import check_labeling_config
 from ..errors import StudyError
@@ -27,6 +28,12 @@ from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+# An idle keep-alive connection is closed by whichever side's timeout comes first. When it is
+# the server, a client that sends its next request at that moment gets the connection reset
+# ("Server disconnected without sending a response"; docs/benchmarks.md measures it), so the
+# server waits longer than clients and proxies keep an idle connection (httpx 5 s, nginx's
+# upstream keepalive_timeout 60 s) and they always close first.
+KEEP_ALIVE_SECONDS = 75
 # Prolific replaces these placeholders in the study URL with the participant's ids.
 PROLIFIC_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 
@@ -94,11 +101,22 @@ def _log_config() -> dict:
     return config
 
 
+def server_config(app: ASGIApp, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                  public: bool = False) -> uvicorn.Config:
+    """How uvicorn runs the gateway: no reload, no debug, no access log with ids, no WebSocket
+    upgrades (the gateway has none), uvicorn's own 400s with the security headers
+    (``GatewayH11Protocol``), and idle connections kept open longer than any client keeps
+    them (``KEEP_ALIVE_SECONDS``)."""
+    return uvicorn.Config(
+        app, host=host, port=port, http=GatewayH11Protocol, ws="none", log_config=_log_config(),
+        access_log=False, server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
+
+
 def serve_study(study: StudyFile, client: Client, *, database: str | None = None,
                 host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False) -> None:
-    """Run the gateway until stopped: uvicorn, no reload, no debug, no access log with ids,
-    no WebSocket upgrades (the gateway has none), and uvicorn's own 400s with the security
-    headers (``GatewayH11Protocol``)."""
+    """Run the gateway until stopped, as ``server_config`` says."""
     check_bind(host, public)
     secret = study.secret()
     editor = find_editor()
@@ -106,7 +124,4 @@ def serve_study(study: StudyFile, client: Client, *, database: str | None = None
     gateway = prepare_gateway(study, client, engine)
     app = create_app(gateway, secret=secret, editor=editor, https_only=public,
                      dashboard_token=study.dashboard_token())
-    uvicorn.run(
-        app, host=host, port=port, http=GatewayH11Protocol, ws="none", log_config=_log_config(),
-        access_log=False, server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,
-    )
+    uvicorn.Server(server_config(app, host=host, port=port, public=public)).run()

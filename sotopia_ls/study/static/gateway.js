@@ -129,6 +129,8 @@
   // was; a rationale of spaces would pass it and come back from the gateway.
   var editor = null;
   var MOST_NAMED = 4;
+  // How long to wait before sending a rating again after a 503 that named no wait.
+  var RETRY_SECONDS = 2;
 
   function given(result) {
     var value = result.value || {};
@@ -187,6 +189,11 @@
 
   document.addEventListener("click", function (event) {
     if (!(event.target instanceof Element) || !event.target.closest(SUBMIT)) return;
+    if (sending) {  // the rating is being saved: a second press sends nothing
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      return;
+    }
     var left = missing();
     if (!left.length) return;
     event.preventDefault();
@@ -204,35 +211,61 @@
     return [(body && body.error) || "Your rating could not be saved. Please try again."];
   }
 
-  function send(annotation) {
-    if (sending) return;
-    sending = true;
-    listed = false;
-    show([]);
+  // While a rating is being saved the page says so and its Submit button stays disabled;
+  // any other notice replaces this one.
+  function saving(on) {
+    var button = root.querySelector(SUBMIT);
+    if (button) button.disabled = on;
+    show(on ? ["Saving your rating…"] : []);
+    notice.classList.toggle("saving", on);
+  }
+
+  function stopSaving(lines) {
+    sending = false;
+    saving(false);
+    show(lines);
+  }
+
+  // A gateway too busy for the rating answers 503 with Retry-After: the same rating goes again
+  // after that many seconds (the gateway records an assignment's rating once, however often
+  // it is sent), and the participant sees it being saved, not an error.
+  function post(body) {
     fetch(boot.submit, {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": boot.csrf },
-      body: JSON.stringify({
-        assignment: boot.assignment, results: annotation.serializeAnnotation(), typing: typing,
-        visible_seconds: visibleSeconds(),
-      }),
+      body: body,
     })
       .then(function (response) {
-        return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+        if (response.status === 503) {
+          var seconds = Number(response.headers.get("Retry-After")) || RETRY_SECONDS;
+          setTimeout(function () { post(body); }, seconds * 1000);
+          return null;
+        }
+        return response.json().then(function (read) { return { ok: response.ok, body: read }; });
       })
       .then(function (answer) {
+        if (!answer) return;
         if (answer.ok) {
           window.location.assign(answer.body.next);
           return;
         }
-        sending = false;
-        show(refused(answer.body));
+        stopSaving(refused(answer.body));
       })
       .catch(function () {
-        sending = false;
-        show(["Your rating could not be sent: check your connection and submit again."]);
+        stopSaving(["Your rating could not be sent: check your connection and submit again."]);
       });
+  }
+
+  function send(annotation) {
+    if (sending) return;
+    sending = true;
+    listed = false;
+    saving(true);
+    post(JSON.stringify({
+      assignment: boot.assignment, results: annotation.serializeAnnotation(), typing: typing,
+      visible_seconds: visibleSeconds(),
+    }));
   }
 
   window.loadLabelStudio().then(function (LabelStudio) {

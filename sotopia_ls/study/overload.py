@@ -1,0 +1,100 @@
+"""Overload is answered, never dropped: a saturated gateway process tells a participant at once
+to come back in a moment, instead of queueing the request until something gives up on it.
+
+``OverloadGuard`` is pure ASGI middleware around the gateway's Starlette app (inside
+``SecurityHeaders``, so its answers carry the security headers too). It counts every
+participant request (``/s/…``) in the process's ``Load`` and, when the process is saturated,
+answers 503 with ``Retry-After`` before the request is read or any work is done:
+
+- too many participant requests already in progress (``Limits.most_in_flight``), or
+- the oldest of them has been in progress longer than ``Limits.longest_wait`` seconds: its
+  work is milliseconds, so it is waiting for a thread or a database connection, and a new
+  request would wait behind it.
+
+A script's submit (``json_paths``) gets a JSON answer the rating page reads (it waits
+``Retry-After`` and sends the same rating again: ``leases.settle`` records it once); a page
+gets a short "busy" page that reloads itself after the same seconds (a meta refresh: the
+Content-Security-Policy allows no inline script). ``/health``, the static files and the
+researcher's dashboard are not counted, nor ever refused.
+
+Retry-After is drawn between ``Limits.retry_after`` and twice that, so participants turned
+away together do not all come back in the same second.
+
+The guard also sets the process's thread pool (``Limits.threads``: Starlette runs the blocking
+work of every request there) when the app starts, so that the threads, the database pool
+(``store.open_store``) and the guard's count agree.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio.to_thread
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .load import Load
+
+PARTICIPANT_PREFIX = "/s/"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When a gateway process counts as saturated, and what it then tells the participant."""
+
+    # Starlette's thread pool: each participant request holds at most one thread at a time.
+    threads: int = 32
+    # Past this many in progress, a new request would only queue for a thread.
+    most_in_flight: int = 64
+    longest_wait: float = 5.0  # seconds
+    retry_after: int = 2  # seconds, the least a participant is asked to wait
+
+
+GATEWAY_LIMITS = Limits()
+
+BUSY_MESSAGE = "The study is busy for a moment; your rating is kept. Trying again shortly."
+
+
+class OverloadGuard:
+    """Pure ASGI middleware: participant requests counted in ``load``; a saturated process
+    answers them 503 with ``Retry-After`` (``busy_page``: the HTML page that reloads itself
+    after the given seconds; JSON for ``json_paths``)."""
+
+    def __init__(self, app: ASGIApp, load: Load, *, busy_page: Callable[[int], str],
+                 json_paths: tuple[str, ...], limits: Limits = GATEWAY_LIMITS) -> None:
+        self.app, self.load, self.limits = app, load, limits
+        self.busy_page, self.json_paths = busy_page, json_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            anyio.to_thread.current_default_thread_limiter().total_tokens = self.limits.threads
+        if scope["type"] != "http" or not scope["path"].startswith(PARTICIPANT_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        if self.saturated():
+            await self.answer_busy(scope, send)
+            return
+        ticket = self.load.began()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.load.ended(ticket)
+
+    def saturated(self) -> bool:
+        return (self.load.in_flight >= self.limits.most_in_flight
+                or self.load.longest_wait() > self.limits.longest_wait)
+
+    async def answer_busy(self, scope: Scope, send: Send) -> None:
+        seconds = random.randint(self.limits.retry_after, 2 * self.limits.retry_after)
+        if scope["path"].endswith(self.json_paths):
+            body = json.dumps({"busy": BUSY_MESSAGE, "retry_after": seconds}).encode()
+            kind = b"application/json"
+        else:
+            body = self.busy_page(seconds).encode()
+            kind = b"text/html; charset=utf-8"
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", kind), (b"content-length", str(len(body)).encode()),
+            (b"retry-after", str(seconds).encode())]})
+        await send({"type": "http.response.body", "body": body})
