@@ -26,7 +26,8 @@ Measured on each episode:
   in view; and the width used by the two columns at 1440 px, as the page opens;
 - submit to next ready: from Submit pressed (the click, in the page's clock) to the next
   episode's radio buttons all drawn (the first animation frame that has them), both read from
-  the browser's epoch clock.
+  the browser's epoch clock; the same from "start rating" to the first episode, whose page
+  finds the browser's cache empty; and the kilobytes each page's files took over the network.
 
 The editor's "Add" buttons are counted as shown, not pressed: the gateway takes a typed
 rationale without them (their click is not demanded, only invited).
@@ -225,6 +226,14 @@ ADD_BUTTONS = """
   .filter(button => button.offsetParent && button.textContent.trim() === "Add").length
 """
 
+# From the last click of the previous page (Start or Submit) to this one ready; the kilobytes
+# its files took over the network.
+LOADED = """
+() => [window.__screen.readyAt - Number(sessionStorage.getItem("screen-clicked-at")),
+       performance.getEntriesByType("resource").reduce((sum, file) => sum + file.transferSize, 0)
+       / 1024]
+"""
+
 SETTLED = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
@@ -244,7 +253,9 @@ class EpisodeFigures:
     right_px: float  # empty width right of the columns
     add_buttons: int  # "Add" buttons shown (not pressed: not needed)
     last_turn_seen: bool  # the dialogue's last turn in view while rating the last dimension
-    submit_to_ready_ms: float | None = None  # from this episode's Submit to the next ready
+    number: int  # the episode's place in the visit, from 1
+    ready_ms: float  # from the click that asked for the page (Start, else Submit) to it ready
+    transferred_kb: float  # what the page's files took over the network (not from the cache)
 
     @property
     def scroll_px(self) -> float:
@@ -289,9 +300,11 @@ def _submit(page: Page) -> None:
         raise RuntimeError(f"Submit was not taken: {notice or 'no page followed'}") from error
 
 
-def _episode(page: Page, answer: dict[str, str], dialogs: list[int]) -> EpisodeFigures:
+def _episode(page: Page, answer: dict[str, str], number: int,
+             dialogs: list[int]) -> EpisodeFigures:
     """One episode, from its page ready until Submit is pressed (the next page not awaited)."""
     page.wait_for_function("() => window.__screen && window.__screen.readyAt", timeout=120_000)
+    ready_ms, transferred_kb = page.evaluate(LOADED)
     shown = page.evaluate(
         "key => JSON.parse(document.getElementById('boot').textContent).task.data[key]"
         ".map(turn => turn.text)", DIALOGUE)
@@ -314,6 +327,7 @@ def _episode(page: Page, answer: dict[str, str], dialogs: list[int]) -> EpisodeF
         right_px=VIEWPORT["width"] - max(right for _, right in edges),
         add_buttons=page.evaluate(ADD_BUTTONS),
         last_turn_seen=page.evaluate_handle(LAST_TURN).evaluate(IN_VIEW),
+        number=number, ready_ms=ready_ms, transferred_kb=transferred_kb,
     )
     _submit(page)
     return figures
@@ -337,14 +351,10 @@ def participate(browser: Browser, url: str, answers: list[dict[str, str]]) -> li
         page.get_by_role("button", name=re.compile("start rating")).click()
         page.wait_for_url(re.compile(r"/rate$"))
         shown: list[EpisodeFigures] = []
-        for answer in answers:
-            shown.append(_episode(page, answer, dialogs))
+        for number, answer in enumerate(answers, start=1):
+            shown.append(_episode(page, answer, number, dialogs))
             if page.url.endswith("/done"):
                 break
-            page.wait_for_function("() => window.__screen && window.__screen.readyAt",
-                                   timeout=120_000)
-            shown[-1].submit_to_ready_ms = page.evaluate(
-                "() => window.__screen.readyAt - Number(sessionStorage.getItem('screen-clicked-at'))")
         return shown
     finally:
         context.close()
@@ -406,7 +416,8 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
         f"{statistics.median(e.scroll_px for e in shown if e.words == count):,.0f}"
         for count in by_words)
     actions = [episode.actions for episode in shown]
-    waits = [e.submit_to_ready_ms for e in shown if e.submit_to_ready_ms is not None]
+    first = [episode for episode in shown if episode.number == 1]
+    later = [episode for episode in shown if episode.number > 1]
     seen = sum(episode.last_turn_seen for episode in shown)
     return [
         {"benchmark": "screen: actions per episode", "size": size,
@@ -426,6 +437,16 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
                     f"{VIEWPORT['width']:,} wide, {_spread([e.right_px for e in shown], ' px')} "
                     f"empty right of them; the last turn in view while rating the last "
                     f"dimension: {seen} of {len(shown)}"},
-        {"benchmark": "screen: Submit to the next episode ready", "size": size,
-         "figures": f"{_spread(waits, ' ms') if waits else 'none'} ({len(waits)} Submits)"},
+        _ready_row("screen: Submit to the next episode ready", size, later),
+        _ready_row("screen: Start to the first episode ready (empty cache)", size, first),
     ]
+
+
+def _ready_row(name: str, size: str, pages: list[EpisodeFigures]) -> dict[str, Any]:
+    """How long ``pages`` took to be ready after the click asking for them, and what their
+    files took over the network."""
+    if not pages:
+        return {"benchmark": name, "size": size, "figures": "none"}
+    return {"benchmark": name, "size": size,
+            "figures": f"{_spread([e.ready_ms for e in pages], ' ms')} ({len(pages)} pages); "
+                       f"files over the network {_spread([e.transferred_kb for e in pages], ' KB')}"}
