@@ -160,7 +160,8 @@ def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_r
     with study.engine.connect() as conn:
         (row,) = conn.execute(select(assignments)).all()
     assert row.state == "failed" and row.results  # the participant's rating is kept
-    assert "0 waiting to be saved, 1 refused by Label Studio" in shown.output
+    assert "0 saved in Label Studio, 1 refused by Label Studio" in shown.output
+    assert "  waiting to be saved:  none" in shown.output
     assert f"assignment {row.id} (task {row.task_id})" in shown.output
     assert "HTTP 401" in shown.output and "check the API key" in shown.output
     hints = dict(line.strip().split(": ", 1) for line in shown.output.splitlines()
@@ -179,7 +180,8 @@ def test_a_rating_label_studio_refuses_is_shown_with_its_reason_and_saved_by_a_r
     assert retried.output == f"assignment {row.id}: saved in Label Studio\n"
     assert len(study.annotations()) == 1
     after = invoke(main, "study", "status", "--study", str(study_file))
-    assert "1 saved in Label Studio, 0 waiting to be saved, 0 refused" in after.output
+    assert "1 saved in Label Studio, 0 refused" in after.output
+    assert "  waiting to be saved:  none" in after.output
     assert "retry" not in after.output
     check_invariants(study.engine, study.settings)
 
@@ -265,6 +267,6 @@ def test_study_status_says_when_a_rating_has_waited_long_while_label_studio_fail
             submitted_at=datetime.now(timezone.utc) - timedelta(minutes=5)))
     shown = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
 
-    assert "1 waiting to be saved (the oldest for 30" in shown.output  # 300 s and a little
+    assert "waiting to be saved:  1 rating (the oldest for 30" in shown.output  # 300 s, a little
     assert "0 refused by Label Studio" in shown.output
     assert "a rating has waited 5 min to be saved" in shown.output

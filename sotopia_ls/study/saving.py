@@ -11,9 +11,12 @@ same transaction that settles its slot, and the participant moves on at once. A 
 gateway process (``LabelStudioWriter``) then claims waiting ratings and creates each annotation
 in Label Studio under the participant's user, with the assignment key as its ``unique_id``,
 and marks it ``saved``; the participant's user is made just before their first save, never at
-arrival. A rating whose save failed (Label Studio down, a process killed while
-saving) is claimed again by the next sweep; were it saved twice, Label Studio's unique id would
-turn the second into a lookup of the first. A rating Label Studio refuses (a 4xx) is marked
+arrival. The writer yields to the participants' requests in its process (``Load``): while they
+are busy it saves a small batch now and then, never holding a rating back longer than
+``MAX_DELAY_SECONDS``, and it catches up at full speed once they are quiet. A rating whose
+save failed (Label Studio down, a process killed while saving) is claimed again by the next
+sweep; were it saved twice, Label Studio's unique id would turn the second into a lookup of the
+first. A rating Label Studio refuses (a 4xx) is marked
 failed with the reason instead, until a researcher retries it (``retry_saves``).
 
 A rating from a slot adaptive extra raters added (``store.added_ratings``) is marked in its
@@ -25,10 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, or_, select, update
 from starlette.concurrency import run_in_threadpool
 
 from ..config import control_class, controls
@@ -51,7 +56,7 @@ from .leases import (
 )
 from .load import Load
 from .marks import meta_turn
-from .store import participants
+from .store import assignments, now, participants
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -60,6 +65,26 @@ log = logging.getLogger("sotopia_ls.study")
 CLAIM_SECONDS = 15.0
 SWEEP_SECONDS = 10.0
 WRITERS = 3
+
+# The writer yields to participants (``LabelStudioWriter._turn``): it shares the process's CPU,
+# thread pool and database connections with their requests, and none of them waits on it.
+# Participants are quiet when no request of theirs is in flight and none began for
+# QUIET_SECONDS: the requests of one page, or of a burst, come closer together than that.
+QUIET_SECONDS = 1.0
+# While they are busy the process saves PACED_BATCH ratings a PACED_PAUSE apart: a batch is a
+# few Label Studio calls, holding a thread and a database connection briefly, and the pause
+# leaves the participants most of the time; a rating still reaches Label Studio soon after
+# a person rates it.
+PACED_BATCH = 2
+PACED_PAUSE = 2.0
+# The longest a rating is held back for participants: one that has waited this long is saved
+# at the writer's next turn (within a pause) at full speed, busy or not, so participants who
+# never pause cannot keep ratings from Label Studio; long enough for the saves of a launch's
+# first rush to wait until it has passed.
+MAX_DELAY_SECONDS = 120.0
+# How often a held-back writer looks whether participants went quiet (a comparison on the event
+# loop, nothing more), so that catching up begins soon after.
+LOOK_SECONDS = QUIET_SECONDS / 4
 
 # What a participant reads for each control: "Believability rationale for agent 1".
 _LABELS = {
@@ -188,11 +213,13 @@ def retry_saves(engine: Engine, client: Client, study: str,
 class LabelStudioWriter:
     """Writes behind the participants, in each gateway process: their ratings after they
     submit (with a participant's first, their Label Studio user), and every ``SWEEP_SECONDS``
-    whatever is still waiting (a save that failed, one a killed process had claimed)."""
+    whatever is still waiting (a save that failed, one a killed process had claimed); at
+    the pace ``_turn`` sets by the process's ``load``."""
 
     def __init__(self, engine: Engine, client: Client, study: str, load: Load) -> None:
         self.engine, self.client, self.study, self.load = engine, client, study, load
         self._ratings: asyncio.Queue[None] | None = None
+        self._turns: asyncio.Lock | None = None
 
     def rating_recorded(self) -> None:
         if self._ratings is not None:
@@ -200,7 +227,7 @@ class LabelStudioWriter:
 
     async def run(self) -> None:
         """Until cancelled (the app's lifespan starts and ends it)."""
-        self._ratings = asyncio.Queue()
+        self._ratings, self._turns = asyncio.Queue(), asyncio.Lock()
         for _ in range(WRITERS):  # start with a sweep: ratings a previous run left waiting
             self._ratings.put_nowait(None)
         await asyncio.gather(*(self._saver() for _ in range(WRITERS)))
@@ -213,7 +240,42 @@ class LabelStudioWriter:
             except TimeoutError:
                 pass
             try:
-                while await run_in_threadpool(save_waiting, self.engine, self.client, self.study):
+                while await run_in_threadpool(save_waiting, self.engine, self.client, self.study,
+                                              limit=await self._turn()):
                     pass
             except Exception:  # noqa: BLE001  (a writer outlives any one failure; it is logged)
                 log.exception("saving ratings failed; the next sweep retries")
+
+    async def _turn(self) -> int:
+        """Wait until this writer may save; how many ratings it may claim then.
+
+        Participants quiet, or a rating overdue (``MAX_DELAY_SECONDS``): one, at once, and the
+        next turn looks again (full speed, the writers side by side). Participants busy:
+        ``PACED_BATCH`` once ``PACED_PAUSE`` has passed, or one as soon as they are quiet; the
+        process's writers wait out these pauses one after another."""
+        assert self._turns is not None
+        async with self._turns:
+            if not self._busy() or await run_in_threadpool(self._overdue):
+                return 1
+            pause_ends = time.monotonic() + PACED_PAUSE
+            while self._busy():
+                if time.monotonic() >= pause_ends:
+                    return PACED_BATCH
+                await asyncio.sleep(LOOK_SECONDS)
+            return 1
+
+    def _busy(self) -> bool:
+        """Whether participants are being served by this process (``QUIET_SECONDS``)."""
+        return (self.load.in_flight > 0
+                or time.monotonic() - self.load.last_began < QUIET_SECONDS)
+
+    def _overdue(self) -> bool:
+        """Whether a rating no writer is saving has waited ``MAX_DELAY_SECONDS``."""
+        moment = now()
+        with self.engine.connect() as conn:
+            return conn.execute(select(assignments.c.id).where(
+                assignments.c.study == self.study, assignments.c.state == "saving",
+                assignments.c.submitted_at <= moment - timedelta(seconds=MAX_DELAY_SECONDS),
+                or_(assignments.c.save_claimed_until.is_(None),
+                    assignments.c.save_claimed_until < moment),
+            ).limit(1)).first() is not None

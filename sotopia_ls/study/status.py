@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import statistics
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import timedelta, timezone
 from pathlib import Path
 
 from sqlalchemy import Engine, and_, case, func, select
@@ -13,13 +13,18 @@ from sqlalchemy import Engine, and_, case, func, select
 from .hourly import HourlyPay, hourly_pay, pay_lines
 from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
 from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
+from .saving import MAX_DELAY_SECONDS, SWEEP_SECONDS
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
 from .visible import Quartiles, participant_quartiles, visible_quartiles
 
 
-# A rating waiting this long has missed several of the writers' sweeps (saving.SWEEP_SECONDS).
-STUCK_SECONDS = 60.0
+# A rating waiting this long has missed several of the writers' sweeps after the longest the
+# writers hold one back for busy participants.
+STUCK_SECONDS = MAX_DELAY_SECONDS + 3 * SWEEP_SECONDS
+# Whether the backlog is shrinking is read from the ratings recorded and saved this recently:
+# several of the writers' turns and sweeps, and still the present.
+TREND_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -47,14 +52,15 @@ class StudyStatus:
     visible_participants: Quartiles | None = None  # the same summed per participant
     agreement: Snapshot | None = None  # the running agreement, when asked for and rated
     pay: HourlyPay | None = None  # the study's reward per hour of the median visit
+    users_waiting: int = 0  # participants whose first rating waits: their Label Studio user too
+    recorded_lately: int = 0  # ratings recorded for Label Studio in the last TREND_SECONDS
+    saved_lately: int = 0     # ratings saved in Label Studio in the last TREND_SECONDS
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
         (``study_options``)."""
         median = (f"{self.median_seconds / 60:.1f} min" if self.median_seconds is not None
                   else "no rating yet")
-        oldest = (f" (the oldest for {self.oldest_waiting_seconds:.0f} s)"
-                  if self.oldest_waiting_seconds is not None else "")
         return [
             f"study {study.name} (project {study.project}): {self.episodes} episodes, "
             f"{study.raters_per_episode} raters each, up to {study.episodes_per_participant} "
@@ -67,10 +73,10 @@ class StudyStatus:
             f"  active leases:        {self.active_leases}",
             f"  participants:         {self.participants} ({self.visits_completed} completed, "
             f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
-            f"  ratings:              {self.saved} saved in Label Studio, {self.unsaved} waiting "
-            f"to be saved{oldest}, {len(self.failed)} refused by Label Studio, {self.shelved} "
-            f"shelved and {self.surplus} surplus (both kept in the gateway database), "
-            f"{self.late} after their lease expired",
+            f"  ratings:              {self.saved} saved in Label Studio, {len(self.failed)} "
+            f"refused by Label Studio, {self.shelved} shelved and {self.surplus} surplus (both "
+            f"kept in the gateway database), {self.late} after their lease expired",
+            f"  waiting to be saved:  {self._backlog()}",
             f"  median time per episode: {median}",
             f"  visible time per episode: {_visible(self.visible, 'ratings')}",
             "  visible time per participant: "
@@ -99,13 +105,26 @@ class StudyStatus:
                 f"episode whose ratings differ by more than {study.adaptive.threshold} gets one, "
                 f"up to {study.adaptive.max_raters} raters)"]
 
+    def _backlog(self) -> str:
+        """What waits for Label Studio: ratings (the oldest's age), the users of participants
+        whose first rating waits (made with it), and whether it is shrinking."""
+        if self.oldest_waiting_seconds is None:
+            return "none"
+        users = (f", and {_many(self.users_waiting, 'new Label Studio user')}"
+                 if self.users_waiting else "")
+        trend = ("shrinking" if self.saved_lately > self.recorded_lately
+                 else "growing" if self.saved_lately < self.recorded_lately else "steady")
+        return (f"{_many(self.unsaved, 'rating')} (the oldest for "
+                f"{self.oldest_waiting_seconds:.0f} s){users}; in the last {TREND_SECONDS:.0f} s "
+                f"{self.recorded_lately} recorded, {self.saved_lately} saved: {trend}")
+
     def _stuck_lines(self) -> list[str]:
-        """A hint when a rating has waited far longer than the writers' sweeps take."""
+        """A hint when a rating has waited far longer than the writers hold one back."""
         if self.oldest_waiting_seconds is None or self.oldest_waiting_seconds < STUCK_SECONDS:
             return []
         return [f"a rating has waited {self.oldest_waiting_seconds / 60:.0f} min to be saved: "
-                "Label Studio is unreachable or answers with a server error (5xx), tried again "
-                "every sweep; the gateway's log says which"]
+                "Label Studio is unreachable, answers with a server error (5xx), tried again "
+                "every sweep, or saves slower than ratings come; the gateway's log says which"]
 
     def _failure_lines(self, options: str) -> list[str]:
         """Each refused rating, why, and the command that sends it again."""
@@ -125,6 +144,10 @@ class StudyStatus:
                 f"--assignment {failure.assignment_id}",
             ]
         return lines
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}" if count == 1 else f"{count} {thing}s"
 
 
 def _visible(minutes: Quartiles | None, what: str) -> str:
@@ -166,6 +189,16 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
             assignments.c.study == name, assignments.c.state.in_(COUNTED))).scalars())
         waiting_since = aware(conn.execute(select(func.min(assignments.c.submitted_at)).where(
             assignments.c.study == name, assignments.c.state == "saving")).scalar_one())
+        users_waiting = conn.execute(
+            select(func.count(func.distinct(assignments.c.participant_id)))
+            .join(participants, participants.c.id == assignments.c.participant_id)
+            .where(assignments.c.study == name, assignments.c.state == "saving",
+                   participants.c.ls_user_id.is_(None))).scalar_one()
+        lately = moment - timedelta(seconds=TREND_SECONDS)
+        recorded_lately, saved_lately = conn.execute(select(
+            _count(and_(assignments.c.submitted_at >= lately, assignments.c.state != "surplus")),
+            _count(assignments.c.saved_at >= lately),
+        ).where(assignments.c.study == name)).one()
         people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
         golden = conn.execute(select(func.count()).select_from(gold)
                               .where(gold.c.study == name)).scalar_one()
@@ -198,6 +231,9 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         visible_participants=participant_quartiles(engine, name),
         pay=hourly_pay(engine, study),
         agreement=_running_agreement(engine, study) if agreement else None,
+        users_waiting=users_waiting,
+        recorded_lately=recorded_lately or 0,
+        saved_lately=saved_lately or 0,
     )
 
 
