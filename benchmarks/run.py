@@ -7,6 +7,9 @@ Example:
     .venv/bin/python -m benchmarks.run --only import --database postgresql --rounds 3
     .venv/bin/python -m benchmarks.run --only study       # the study gateway's burst (PostgreSQL)
     .venv/bin/python -m benchmarks.run --only study --study-adaptive --study-dashboard
+    .venv/bin/python -m benchmarks.run --only study --study-paced --study-gateways 2
+    .venv/bin/python -m benchmarks.run --only study --study-paced --study-participants 100 \
+        --study-pace-scale 0.05                           # a scaled check of the paced run
     .venv/bin/python -m benchmarks.run --only screen      # a scripted participant in Chromium
 
 See docs/benchmarks.md for the recorded figures and what dominates each.
@@ -29,6 +32,7 @@ import click
 import pandas as pd
 
 from . import exporting, importing, live_export, load, screen, servers, study_burst
+from .study_pace import Pace
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "var" / "benchmarks"
@@ -211,8 +215,20 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--backend-tasks", default=1000, show_default=True, help="Tasks for the backend benchmark.")
 @click.option("--database", type=click.Choice(servers.DATABASES), default="sqlite", show_default=True,
               help="Label Studio's database for the import and live-export benchmarks.")
-@click.option("--study-participants", default=200, show_default=True,
-              help="Participants of the study gateway's burst (arriving within 60 s).")
+@click.option("--study-participants", type=click.IntRange(min=1),
+              help="Participants of the study gateway's burst or paced scenario  [default: 200 "
+              "for the burst, 1,000 paced; --quick: 40]")
+@click.option("--study-window", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds the participants arrive within, at people's pace  [default: 60 for "
+              "the burst, 300 paced]")
+@click.option("--study-paced", is_flag=True,
+              help="The paced scenario instead of the burst: each participant spends the "
+              "minutes a person would on the instructions and each episode, a few leave in "
+              "the middle (abandon, reload, come back later), see docs/benchmarks.md.")
+@click.option("--study-pace-scale", type=click.FloatRange(min=0, min_open=True),
+              help="Multiply every time of the paced scenario by this (the arrival window and "
+              "the study's lease too), e.g. 0.05 for a quick check  [default: 1, people's pace; "
+              "--quick: 0.02]")
 @click.option("--study-gateways", default=1, show_default=True,
               help="Gateway processes sharing the burst (and one PostgreSQL database).")
 @click.option("--study-gold-share", default=0.0, show_default=True,
@@ -225,19 +241,22 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
               help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, "
-              "40 study participants, 1 round.")
+              "40 study participants (paced: every time x 0.02), 1 round.")
 @click.option("--profile", type=click.Path(file_okay=False, path_type=Path),
               help="Write cProfile stats of each export stage into this folder.")
 def main(
     episodes: int, annotations: int, annotators: int, batch_size: int, rounds: int,
-    live_tasks: int, backend_tasks: int, study_participants: int, study_gateways: int,
-    study_gold_share: float, study_adaptive: bool, study_dashboard: bool, database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
+    live_tasks: int, backend_tasks: int, study_participants: int | None,
+    study_window: float | None, study_paced: bool, study_pace_scale: float | None,
+    study_gateways: int, study_gold_share: float, study_adaptive: bool, study_dashboard: bool,
+    database: str, only: tuple[str, ...], quick: bool, profile: Path | None,
 ) -> None:
     """Measure import, export, live export, the stored backend, the study gateway's burst and
     its rating screen; print one table."""
     if quick:
         episodes, annotations, live_tasks, backend_tasks, rounds = 500, 5_000, 250, 200, 1
-        study_participants = 40
+        study_participants = study_participants or 40
+        study_pace_scale = study_pace_scale or 0.02
     if profile:
         profile.mkdir(parents=True, exist_ok=True)
     parts = only or PARTS
@@ -263,10 +282,12 @@ def main(
         run_part("backend", lambda: backend_rows(backend_tasks))
     if "study" in parts:
         run_part("study", lambda: study_burst.rows(
-            study_burst.measure_burst(study_participants, gateways=study_gateways,
-                                      gold_share=study_gold_share,
-                                      adaptive=study_adaptive,
-                                      dashboard=study_dashboard)))
+            study_burst.measure_burst(
+                study_participants or (1000 if study_paced else 200),
+                window=study_window or (300.0 if study_paced else 60.0),
+                gateways=study_gateways, gold_share=study_gold_share, adaptive=study_adaptive,
+                dashboard=study_dashboard,
+                pace=Pace(study_pace_scale or 1.0) if study_paced else None)))
     if "screen" in parts:
         run_part("screen", lambda: screen.rows(screen.measure_screen(rounds)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
