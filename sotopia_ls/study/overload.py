@@ -44,8 +44,11 @@ PARTICIPANT_PREFIX = "/s/"
 class Limits:
     """When a gateway process counts as saturated, and what it then tells the participant."""
 
-    # Starlette's thread pool: each participant request holds at most one thread at a time.
-    threads: int = 32
+    # Starlette's thread pool (40 by default): each participant request holds at most one
+    # thread at a time, and each thread at most one database connection, so with the writer's
+    # and the running agreement's threads they fit the PostgreSQL pool (``store.open_store``):
+    # a request never waits for a connection once it has a thread.
+    threads: int = 24
     # Past this many in progress, a new request would only queue for a thread.
     most_in_flight: int = 64
     longest_wait: float = 5.0  # seconds
