@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 import secrets
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -57,6 +59,20 @@ HALF_A_SECOND = Limits(threads=4, most_in_flight=100, longest_wait=0.5, retry_af
 class InProcess:
     url: str
     gateway: Gateway
+    database: Path  # the study's SQLite file
+    limits: Limits
+
+    def link(self) -> dict[str, str]:
+        """A new participant's study link parameters."""
+        return {"PROLIFIC_PID": prolific_id(), "STUDY_ID": "a" * 24,
+                "SESSION_ID": prolific_id()}
+
+    def in_flight(self, count: int) -> None:
+        """Until ``count`` participant requests are in progress."""
+        deadline = time.monotonic() + 10
+        while self.gateway.load.in_flight != count:
+            assert time.monotonic() < deadline, f"never {count} requests in progress"
+            time.sleep(0.02)
 
 
 @contextmanager
@@ -74,7 +90,8 @@ def serving(client: Client, tmp, limits: Limits) -> Iterator[InProcess]:
         assert thread.is_alive(), "the gateway did not start"
         time.sleep(0.05)
     try:
-        yield InProcess(f"http://127.0.0.1:{server.config.port}", gateway)
+        yield InProcess(f"http://127.0.0.1:{server.config.port}", gateway,
+                        tmp / "gateway.sqlite3", limits)
     finally:
         server.should_exit = True
         thread.join(15)
@@ -90,10 +107,7 @@ def half_sent_submit(served: InProcess) -> Iterator[None]:
     held.sendall((f"POST /s/pilot/submit HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookies}\r\n"
                   f"X-CSRF-Token: {someone.boot['csrf']}\r\nContent-Type: application/json\r\n"
                   "Content-Length: 1000\r\n\r\n{").encode())
-    deadline = time.monotonic() + 10
-    while served.gateway.load.in_flight < 1:
-        assert time.monotonic() < deadline, "the held submit never reached the gateway"
-        time.sleep(0.02)
+    served.in_flight(1)
     try:
         yield
     finally:
@@ -101,28 +115,41 @@ def half_sent_submit(served: InProcess) -> Iterator[None]:
         someone.close()
 
 
+@contextmanager
+def arrival_waiting_for_the_database(served: InProcess) -> Iterator[None]:
+    """A participant's arrival read whole and waiting for the database (its write lock held
+    by another program) longer than the gateway's ``longest_wait``."""
+    lock = sqlite3.connect(served.database, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    answers: list[httpx.Response] = []
+    arriving = threading.Thread(target=lambda: answers.append(
+        httpx.get(f"{served.url}/s/pilot", params=served.link(), timeout=60)))
+    arriving.start()
+    served.in_flight(1)
+    time.sleep(served.limits.longest_wait + 0.2)
+    try:
+        yield
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+        arriving.join(30)
+    assert [answer.status_code for answer in answers] == [303]  # served once it could be
+
+
 def retry_after(answer: httpx.Response) -> int:
     return int(answer.headers["retry-after"])
 
 
-def until_served(served: InProcess) -> None:
-    deadline = time.monotonic() + 10
-    while served.gateway.load.in_flight:
-        assert time.monotonic() < deadline, "the held submit never ended"
-        time.sleep(0.02)
-
-
-@pytest.mark.parametrize("limits", [ONE_AT_A_TIME, HALF_A_SECOND],
-                         ids=["too many in progress", "one waiting too long"])
+@pytest.mark.parametrize(("limits", "saturating"), [
+    (ONE_AT_A_TIME, half_sent_submit), (HALF_A_SECOND, arrival_waiting_for_the_database),
+], ids=["too many in progress", "one waiting too long"])
 def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_later(
-        ls_client, tmp_path, limits):
-    newcomer_link = {"PROLIFIC_PID": prolific_id(), "STUDY_ID": "a" * 24,
-                     "SESSION_ID": prolific_id()}
+        ls_client, tmp_path, limits, saturating):
     with serving(ls_client, tmp_path, limits) as served:
+        newcomer_link = served.link()
         rater = Participant.of(served.url)
         rater.begin()
-        with half_sent_submit(served):
-            time.sleep(limits.longest_wait + 0.2 if limits is HALF_A_SECOND else 0)
+        with saturating(served):
             started = time.monotonic()
             arriving = httpx.get(f"{served.url}/s/pilot", params=newcomer_link)
             submitting = rater.submit([])
@@ -146,8 +173,8 @@ def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_lat
         # What is not a participant's request is never turned away.
         assert health.status_code == script.status_code == 200
 
-        until_served(served)
-        # Once the held submit ended, the same requests are served.
+        served.in_flight(0)
+        # Once the held request ended, the same requests are served.
         assert httpx.get(f"{served.url}/s/pilot", params=newcomer_link,
                          follow_redirects=True).url.path == "/s/pilot/instructions"
         rater.rate(seed=1)
@@ -157,6 +184,14 @@ def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_lat
                                                                                  "saved")
         assert served.gateway.load.in_flight == 0
         rater.close()
+
+
+def test_a_participant_slow_to_send_their_rating_turns_nobody_away(ls_client, tmp_path):
+    with serving(ls_client, tmp_path, HALF_A_SECOND) as served, half_sent_submit(served):
+        time.sleep(HALF_A_SECOND.longest_wait + 0.5)
+        arriving = httpx.get(f"{served.url}/s/pilot", params=served.link())
+
+        assert arriving.status_code == 303
 
 
 in_chromium = pytest.mark.skipif(not CHROMIUM.exists(),

@@ -7,9 +7,10 @@ participant request (``/s/…``) in the process's ``Load`` and, when the process
 answers 503 with ``Retry-After`` before the request is read or any work is done:
 
 - too many participant requests already in progress (``Limits.most_in_flight``), or
-- the oldest of them has been in progress longer than ``Limits.longest_wait`` seconds: its
-  work is milliseconds, so it is waiting for a thread or a database connection, and a new
-  request would wait behind it.
+- one of them, read whole, has waited for its answer longer than ``Limits.longest_wait``
+  seconds (``Load.longest_wait``): its work is milliseconds, so it is waiting for a thread or
+  a database connection, and a new request would wait behind it. A participant slow to send
+  a request, or to read an answer, is not counted in this wait.
 
 A script's submit (``json_paths``) gets a JSON answer the rating page reads (it waits
 ``Retry-After`` and sends the same rating again: ``leases.settle`` records it once); a page
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio.to_thread
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .load import Load
 
@@ -60,6 +61,12 @@ GATEWAY_LIMITS = Limits()
 BUSY_MESSAGE = "The study is busy for a moment; your rating is kept. Trying again shortly."
 
 
+def _has_body(scope: Scope) -> bool:
+    headers = dict(scope["headers"])
+    return (headers.get(b"content-length", b"0") != b"0"
+            or b"transfer-encoding" in headers)
+
+
 class OverloadGuard:
     """Pure ASGI middleware: participant requests counted in ``load``; a saturated process
     answers them 503 with ``Retry-After`` (``busy_page``: the HTML page that reloads itself
@@ -80,8 +87,22 @@ class OverloadGuard:
             await self.answer_busy(scope, send)
             return
         ticket = self.load.began()
+        if not _has_body(scope):
+            self.load.read(ticket)
+
+        async def receive_timed() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                self.load.read(ticket)
+            return message
+
+        async def send_timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.load.answered(ticket)
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive_timed, send_timed)
         finally:
             self.load.ended(ticket)
 
