@@ -189,6 +189,7 @@ class PausingProxy:
         self.held = threading.Event()      # set once a request is being held
         self.release = threading.Event()
         self.busy_seconds: int | None = None  # the next matching request is answered 503
+        self.busy_after_sending = False  # ... once the target has answered it
         self.matched = 0  # requests that matched, answered busy or forwarded
         proxy = self
 
@@ -201,16 +202,15 @@ class PausingProxy:
                 matches = self.command == proxy.method and proxy.held_path.match(self.path)
                 proxy.matched += bool(matches)
                 if matches and proxy.busy_seconds is not None:
+                    if proxy.busy_after_sending:
+                        self._sent(body)
                     self._busy(proxy.busy_seconds)
                     proxy.busy_seconds = None
                     return
                 if matches and proxy.hold.is_set():
                     proxy.held.set()
                     proxy.release.wait(60)
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("host", "content-length", "connection")}
-                answer = httpx.request(self.command, proxy.target + self.path, headers=headers,
-                                       content=body, timeout=60)
+                answer = self._sent(body)
                 self.send_response(answer.status_code)
                 for name, value in answer.headers.items():
                     if name.lower() not in ("content-length", "transfer-encoding", "connection",
@@ -219,6 +219,13 @@ class PausingProxy:
                 self.send_header("Content-Length", str(len(answer.content)))
                 self.end_headers()
                 self.wfile.write(answer.content)
+
+            def _sent(self, body: bytes) -> httpx.Response:
+                """The request as the target answers it."""
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "content-length", "connection")}
+                return httpx.request(self.command, proxy.target + self.path, headers=headers,
+                                     content=body, timeout=60)
 
             def _busy(self, seconds: int) -> None:
                 body = json.dumps({"busy": "busy", "retry_after": seconds}).encode()
@@ -238,9 +245,10 @@ class PausingProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def answer_busy_once(self, seconds: int) -> None:
-        """The next matching request is answered 503 with ``Retry-After: seconds``, unsent."""
-        self.busy_seconds = seconds
+    def answer_busy_once(self, seconds: int, *, after_sending: bool = False) -> None:
+        """The next matching request is answered 503 with ``Retry-After: seconds``: unsent, or
+        ``after_sending`` it to the target (whose answer is lost)."""
+        self.busy_seconds, self.busy_after_sending = seconds, after_sending
 
     def close(self) -> None:
         self.release.set()

@@ -5,7 +5,7 @@ itself, saving a rating once.
 The gateway runs in this process under uvicorn (with ``study serve``'s settings) and tiny
 limits, so that one participant's request held half-sent saturates it; then as `sotopia-ls
 study serve` behind a local HTTP proxy that answers a Chromium participant's first submit 503,
-as a saturated gateway would.
+as a saturated gateway would (or, harsher, once the gateway has recorded it, its answer lost).
 """
 
 from __future__ import annotations
@@ -214,11 +214,13 @@ def test_a_participant_arriving_at_a_saturated_gateway_waits_on_a_page_that_relo
 
 @pytest.mark.browser
 @in_chromium
+@pytest.mark.parametrize("after_sending", [False, True],
+                         ids=["the gateway did nothing", "the gateway's answer was lost"])
 def test_a_participant_whose_submit_is_answered_busy_sees_it_saving_and_it_is_saved_once(
-        ls_client: Client, label_studio: LocalServer, tmp_path):
+        ls_client: Client, label_studio: LocalServer, tmp_path, after_sending):
     with served_with_chromium(ls_client, label_studio, tmp_path) as (url, engine, chromium):
         proxy = PausingProxy(url, "POST", re.compile(r"^/s/pilot/submit$"))
-        proxy.answer_busy_once(seconds=2)
+        proxy.answer_busy_once(seconds=2, after_sending=after_sending)
         context = chromium.new_context(viewport=VIEWPORT)
         page = context.new_page()
         notices: list[str] = []
@@ -245,11 +247,14 @@ def test_a_participant_whose_submit_is_answered_busy_sees_it_saving_and_it_is_sa
         context.close()
         proxy.close()
 
-        assert proxy.matched == 2  # answered busy once, then sent again and saved
+        assert proxy.matched == 2  # answered busy once, then sent again
         assert notices and all(shown == "" or shown.startswith("notice saving: Saving")
                                for shown in notices), notices
         wait_until_saved(engine, 1)
         with engine.connect() as conn:
             task = conn.execute(select(assignments.c.task_id)
                                 .where(assignments.c.key == key)).scalar_one()
+        # Received once or twice, the rating is recorded and saved once.
         assert len(ls_client.annotations.list(id=task)) == 1
+        with engine.connect() as conn:
+            assert conn.execute(select(assignments.c.state)).scalars().all().count("saved") == 1
