@@ -341,6 +341,7 @@ def test_the_participant_sees_the_form_annotators_see_in_label_studio_and_the_la
     page = start_rating(journey.browser, journey.gateway.url, journey.study_id)
     participant_form = form_outline(page)
     add_buttons = page.get_by_role("button", name="Add").count()
+    columns = page.locator(".sotopia-columns").bounding_box()
     episode = page.locator(".sotopia-episode")
     last_turn = page.locator(".sotopia-dialogue [data-testid^='phrase:']").last
     overflows = episode.evaluate("column => column.scrollHeight > column.clientHeight")
@@ -360,6 +361,8 @@ def test_the_participant_sees_the_form_annotators_see_in_label_studio_and_the_la
     page.context.close()
 
     assert add_buttons == 0
+    # The two columns take the whole width: no empty column beside them (1.4.0 left 334 px).
+    assert columns["x"] + columns["width"] >= VIEWPORT["width"] - 32
     # The episode column does not hold the whole episode, yet rating the last dimension the
     # participant sees the last turn of the dialogue.
     assert overflows and not turn_at_first and turn_at_last
