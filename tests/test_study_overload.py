@@ -46,7 +46,7 @@ from sotopia_ls.study.app import create_app
 from sotopia_ls.study.gateway import Gateway, prepare_gateway
 from sotopia_ls.study.overload import Limits
 from sotopia_ls.study.security import SECURITY_HEADERS
-from sotopia_ls.study.serve import server_config
+from sotopia_ls.study.serve import server_settings
 from sotopia_ls.study.store import assignments, open_store
 
 pytestmark = pytest.mark.server
@@ -83,7 +83,8 @@ def serving(client: Client, tmp, limits: Limits) -> Iterator[InProcess]:
     gateway = prepare_gateway(study, client, open_store(study.database))
     app = create_app(gateway, secret=secrets.token_urlsafe(32), editor=EDITOR,
                      https_only=False, limits=limits)
-    server = uvicorn.Server(server_config(app, port=free_port()))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
+                                           **server_settings()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -192,6 +193,32 @@ def test_a_participant_slow_to_send_their_rating_turns_nobody_away(ls_client, tm
         arriving = httpx.get(f"{served.url}/s/pilot", params=served.link())
 
         assert arriving.status_code == 303
+
+
+def health_over(connection: socket.socket) -> bytes:
+    """``/health`` asked over ``connection``: what came back, up to the server closing it."""
+    connection.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    received = b""
+    while b'"ok"' not in received:
+        try:
+            chunk = connection.recv(4096)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_a_connection_left_idle_longer_than_a_client_keeps_it_is_still_open(ls_client, tmp_path):
+    with serving(ls_client, tmp_path, ONE_AT_A_TIME) as served, socket.create_connection(
+            ("127.0.0.1", int(served.url.rsplit(":", 1)[1]))) as connection:
+        assert b" 200 " in health_over(connection)
+        # httpx keeps an idle connection 5 s and may send on it just then; uvicorn's own
+        # default would close it at 5 s, resetting that request.
+        time.sleep(6)
+
+        assert b" 200 " in health_over(connection)
 
 
 in_chromium = pytest.mark.skipif(not CHROMIUM.exists(),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import uvicorn
-from starlette.types import ASGIApp
 
 from ..config import check_labeling_config
 from ..errors import StudyError
@@ -101,22 +101,19 @@ def _log_config() -> dict:
     return config
 
 
-def server_config(app: ASGIApp, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                  public: bool = False) -> uvicorn.Config:
-    """How uvicorn runs the gateway: no reload, no debug, no access log with ids, no WebSocket
-    upgrades (the gateway has none), uvicorn's own 400s with the security headers
-    (``GatewayH11Protocol``), and idle connections kept open longer than any client keeps
-    them (``KEEP_ALIVE_SECONDS``)."""
-    return uvicorn.Config(
-        app, host=host, port=port, http=GatewayH11Protocol, ws="none", log_config=_log_config(),
-        access_log=False, server_header=False, proxy_headers=public, timeout_graceful_shutdown=10,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-    )
+def server_settings(*, public: bool = False) -> dict[str, Any]:
+    """How uvicorn runs the gateway (keywords of ``uvicorn.run`` and ``uvicorn.Config``): no
+    reload, no debug, no access log with ids, no WebSocket upgrades (the gateway has none),
+    uvicorn's own 400s with the security headers (``GatewayH11Protocol``), and idle connections
+    kept open longer than any client keeps them (``KEEP_ALIVE_SECONDS``)."""
+    return {"http": GatewayH11Protocol, "ws": "none", "log_config": _log_config(),
+            "access_log": False, "server_header": False, "proxy_headers": public,
+            "timeout_graceful_shutdown": 10, "timeout_keep_alive": KEEP_ALIVE_SECONDS}
 
 
 def serve_study(study: StudyFile, client: Client, *, database: str | None = None,
                 host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False) -> None:
-    """Run the gateway until stopped, as ``server_config`` says."""
+    """Run the gateway until stopped, as ``server_settings`` says."""
     check_bind(host, public)
     secret = study.secret()
     editor = find_editor()
@@ -124,4 +121,4 @@ def serve_study(study: StudyFile, client: Client, *, database: str | None = None
     gateway = prepare_gateway(study, client, engine)
     app = create_app(gateway, secret=secret, editor=editor, https_only=public,
                      dashboard_token=study.dashboard_token())
-    uvicorn.Server(server_config(app, host=host, port=port, public=public)).run()
+    uvicorn.run(app, host=host, port=port, **server_settings(public=public))
