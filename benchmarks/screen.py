@@ -64,7 +64,7 @@ from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.labelstudio.tasks import DIALOGUE, dialogue
-from sotopia_ls.study.process import GatewayProcess, start_gateway
+from sotopia_ls.study.process import gateway
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
 
 from . import load
@@ -111,16 +111,13 @@ def serving(participants: int, episodes: int = 3) -> Iterator[str]:
                 database=f"sqlite:///{work / 'gateway.sqlite3'}")
             study_file = work / "study.json"
             study_file.write_text(study.model_dump_json())
-            # The editor is whatever this run's code and environment serve (the folder named
-            # by the environment, else the one under the current folder).
+            # The editor is whichever this run's code and environment serve: the benchmark
+            # measures the page as it is, old editor or new.
             env = {**os.environ, "LABEL_STUDIO_URL": running.url,
                    "LABEL_STUDIO_API_KEY": credentials.api_key,
                    SECRET_ENV: secrets.token_urlsafe(32)}
-            gateway: GatewayProcess = start_gateway(study_file, env)
-            try:
-                yield gateway.url
-            finally:
-                gateway.stop()
+            with gateway(study_file, env) as running_gateway:
+                yield running_gateway.url
 
 
 # --- the page, seen from inside ------------------------------------------------------------
@@ -448,5 +445,5 @@ def _ready_row(name: str, size: str, pages: list[EpisodeFigures]) -> dict[str, A
     if not pages:
         return {"benchmark": name, "size": size, "figures": "none"}
     return {"benchmark": name, "size": size,
-            "figures": f"{_spread([e.ready_ms for e in pages], ' ms')} ({len(pages)} pages); "
+            "figures": f"{_spread([e.ready_ms for e in pages], ' ms')} (pages: {len(pages)}); "
                        f"files over the network {_spread([e.transferred_kb for e in pages], ' KB')}"}
