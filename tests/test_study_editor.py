@@ -94,7 +94,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Index]:
     project = served / "simple" / DISTRIBUTION
     project.mkdir(parents=True)
     index = Index(_wheel(served))
-    (project / "index.html").write_text(f'<a href="../../{index.wheel.name}">wheel</a>\n')
+    (project / "index.html").write_text(f'<a href="/{index.wheel.name}">wheel</a>\n')
 
     class Handler(SimpleHTTPRequestHandler):
         def do_GET(self) -> None:  # http.server's name
