@@ -202,11 +202,13 @@ def test_the_agreement_chart_draws_each_dimensions_alpha_within_its_interval(rep
 
 @pytest.fixture(scope="module")
 def full_page(study, tmp_path_factory) -> Path:
-    """A report with every table, qualification against reference ratings and review
-    decisions included."""
+    """A report with every table, qualification against reference ratings, review decisions
+    and time on task (every fifth rating unmeasured, as if made in Label Studio) included."""
     model = first_annotator_as_model(study)
     decisions = ["approve", "look", "reject", ""]
-    reviewed = study.assign(review_decision=[decisions[a % 4] for a in study["annotation_id"]])
+    reviewed = study.assign(
+        review_decision=[decisions[a % 4] for a in study["annotation_id"]],
+        visible_minutes=[None if a % 5 == 0 else 3.0 + a % 7 for a in study["annotation_id"]])
     report = build_report(reviewed, model, Tally(), reference=model, bootstrap=100)
     return report.write(tmp_path_factory.mktemp("full") / "report")
 
@@ -223,7 +225,7 @@ def test_every_table_fits_a_window_1440_pixels_wide(full_page):
         try:
             window = browser.new_page(viewport={"width": 1440, "height": 900})
             window.goto(full_page.as_uri())
-            assert window.locator("table").count() == 10  # all but the empty audit
+            assert window.locator("table").count() == 11  # all but the empty audit
             assert window.evaluate("document.documentElement.scrollWidth") <= 1440
             too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
                 .filter(e => e.getBoundingClientRect().right > 1440
