@@ -642,14 +642,15 @@ def seen_in_chromium(browser: Browser, url: str, chosen: list[dict]) -> tuple[li
         # the next one has loaded.
         expect(page.get_by_text(f"Episode {number} of {len(chosen)}")).to_be_visible()
         open_rating(page)
-        page.wait_for_load_state("networkidle")
+        # The editor's files come in several requests; a loaded machine takes its time.
+        page.wait_for_load_state("networkidle", timeout=120_000)
         key = page.evaluate("JSON.parse(document.getElementById('boot').textContent)")
         starts.append((key["assignment"], next(i for i in range(len(received) - 1, -1, -1)
                                                if received[i].url.endswith("/s/pilot/rate"))))
         fill(page, answers_given)
         submit(page)
     page.wait_for_url(re.compile(r"/s/pilot/done$"))
-    page.wait_for_load_state("networkidle")
+    page.wait_for_load_state("networkidle", timeout=120_000)
     page.context.close()
     return received, starts
 
