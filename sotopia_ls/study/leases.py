@@ -50,6 +50,7 @@ from math import floor
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
     and_,
@@ -667,22 +668,27 @@ def release_claim(engine: Engine, assignment_id: int) -> None:
                      .values(save_claimed_until=None))
 
 
+def unclaimed(moment: datetime) -> ColumnElement[bool]:
+    """A rating no gateway process is saving at ``moment`` (its claim, if any, has run out)."""
+    return or_(assignments.c.save_claimed_until.is_(None),
+               assignments.c.save_claimed_until < moment)
+
+
 def claim_saves(engine: Engine, study: str, *, limit: int, hold_seconds: float) -> list[int]:
     """Up to ``limit`` recorded ratings waiting to be saved, claimed by this process for
     ``hold_seconds`` (oldest first). A claim only spares other processes the work: were two to
     save the same rating, Label Studio's unique id would keep one."""
     moment = now()
-    unclaimed = or_(assignments.c.save_claimed_until.is_(None),
-                    assignments.c.save_claimed_until < moment)
+    free = unclaimed(moment)
     claimed = []
     with engine.begin() as conn:
         waiting = conn.execute(
             select(assignments.c.id).where(assignments.c.study == study,
-                                           assignments.c.state == "saving", unclaimed)
+                                           assignments.c.state == "saving", free)
             .order_by(assignments.c.id).limit(limit)).scalars().all()
         for assignment_id in waiting:
             if conn.execute(update(assignments).where(
-                    assignments.c.id == assignment_id, assignments.c.state == "saving", unclaimed)
+                    assignments.c.id == assignment_id, assignments.c.state == "saving", free)
                     .values(save_claimed_until=moment + timedelta(seconds=hold_seconds))).rowcount:
                 claimed.append(assignment_id)
     return claimed

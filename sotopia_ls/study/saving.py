@@ -33,13 +33,18 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, or_, select, update
+from sqlalchemy import Engine, select, update
 from starlette.concurrency import run_in_threadpool
 
 from ..config import control_class, controls
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..errors import LabelStudioError
-from ..labelstudio.client import Client, ensure_user, merge_meta_of_task, save_annotation
+from ..labelstudio.client import (
+    Client,
+    ensure_user,
+    merge_meta_of_task,
+    save_annotation,
+)
 from ..labelstudio.results import evaluation_results, read_json_results, shape_problems
 from ..labelstudio.tasks import ADDED_SLOTS
 from ..scores import Evaluation
@@ -53,6 +58,7 @@ from .leases import (
     mark_saved,
     release_claim,
     retry_failed,
+    unclaimed,
 )
 from .load import Load
 from .marks import meta_turn
@@ -276,6 +282,5 @@ class LabelStudioWriter:
             return conn.execute(select(assignments.c.id).where(
                 assignments.c.study == self.study, assignments.c.state == "saving",
                 assignments.c.submitted_at <= moment - timedelta(seconds=MAX_DELAY_SECONDS),
-                or_(assignments.c.save_claimed_until.is_(None),
-                    assignments.c.save_claimed_until < moment),
+                unclaimed(moment),
             ).limit(1)).first() is not None
