@@ -121,9 +121,9 @@ def test_participants_who_never_pause_get_ratings_saved_a_few_at_a_time_and_none
 
     overdue = sorted(saved[assignment] for assignment in first)
     fresh = sorted(moment for assignment, moment in saved.items() if assignment not in first)
-    # The overdue ones at once, before any pause could pass; the others after a pause, a batch
-    # at a time.
-    assert overdue[-1] - began < timedelta(seconds=PACED_PAUSE)
+    # The overdue ones at once, before the others; the others after a pause, a batch at a time.
+    # (Ordered, not timed: on a loaded machine three saves may take longer than a pause.)
+    assert overdue[-1] < fresh[0]
     assert fresh[0] - began >= timedelta(seconds=PACED_PAUSE)
     assert fresh[PACED_BATCH] - fresh[0] >= timedelta(seconds=PACED_PAUSE / 2)
     assert overdue[-1] - long_ago < timedelta(seconds=MAX_DELAY_SECONDS + PACED_PAUSE)
