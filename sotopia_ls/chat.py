@@ -7,27 +7,23 @@ Ollama server.
     └── EndpointRefused   the endpoint refuses the requests themselves (401, 403, 404, …):
                           asking again, for this or any other episode, cannot help
 
-A request answered 429 or 5xx, timed out or cut off is sent again, at most ``retries`` times,
-after a wait that doubles each time (or the server's ``Retry-After`` in seconds), never longer
-than a minute; a ``stop`` event set by the caller ends the waiting and the retries. An address
-that is no HTTP URL is refused like a 404 (``EndpointRefused``). The API key goes into the ``Authorization`` header and nowhere else: messages name
-the endpoint's address without credentials (``errors.redacted``). Uses ``requests``, which
-both the core environment and the backend's have.
+Every request follows the package's HTTP rules (``sotopia_ls.remote``): no redirect followed,
+``timeout`` seconds for the whole answer, at most ``max_bytes`` of it read, and a request
+answered 429 or 5xx, timed out or cut off sent again at most ``retries`` times (the wait
+doubling from ``backoff``, or the server's ``Retry-After``); a ``stop`` event set by the
+caller ends the waiting and the retries. An address that is no HTTP URL, or that answers with
+a redirect, is refused like a 404 (``EndpointRefused``). The API key goes into the
+``Authorization`` header and nowhere else: messages name the endpoint's address without
+credentials (``errors.redacted``).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
 
-import requests
-
+from . import remote
 from .errors import redacted
-
-# Statuses after which the same request may succeed (with every 5xx): timeouts, rate limits.
-_RETRY_STATUSES = frozenset({408, 429})
-_LONGEST_WAIT = 60.0
 
 
 class InvalidReply(Exception):
@@ -40,8 +36,9 @@ class EndpointRefused(Exception):
 
 @dataclass(frozen=True)
 class ChatEndpoint:
-    """``model`` at ``base_url`` (up to ``/v1``); ``retries`` and the first ``backoff`` wait
-    (seconds) bound the repeats of a request that failed for a passing reason."""
+    """``model`` at ``base_url`` (up to ``/v1``); ``timeout`` seconds for each answer, whole;
+    ``retries`` and the first ``backoff`` wait (seconds) bound the repeats of a request that
+    failed for a passing reason."""
 
     base_url: str
     model: str
@@ -49,6 +46,7 @@ class ChatEndpoint:
     timeout: float
     retries: int = 0
     backoff: float = 1.0
+    max_bytes: int = remote.MAX_BYTES
 
     @property
     def url(self) -> str:
@@ -57,74 +55,26 @@ class ChatEndpoint:
     def complete(self, messages: list[dict[str, str]], stop: threading.Event | None = None) -> str:
         """The text of the model's answer to ``messages`` (temperature 0). Once ``stop`` is
         set, nothing more is sent and a wait before a retry ends: ``InvalidReply``."""
-        stop = stop or threading.Event()
-        wait = self.backoff
-        for tries_left in range(self.retries, -1, -1):
-            if stop.is_set():
-                raise InvalidReply("stopped before an answer came")
-            try:
-                return self._once(messages)
-            except _Passing as exc:
-                if not tries_left:
-                    tries = f" ({self.retries + 1} tries)" if self.retries else ""
-                    raise InvalidReply(f"{exc}{tries}") from exc
-                stop.wait(min(exc.retry_after if exc.retry_after is not None else wait,
-                              _LONGEST_WAIT))
-                wait *= 2
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _once(self, messages: list[dict[str, str]]) -> str:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
-            response = requests.post(
-                self.url, json={"model": self.model, "messages": messages, "temperature": 0},
-                headers=headers, timeout=self.timeout,
-            )
-        except requests.Timeout as exc:
-            raise _Passing(f"no answer within {self.timeout:g} s") from exc
-        except requests.ConnectionError as exc:
-            raise _Passing(f"cannot reach {redacted(self.url)}") from exc
-        except (requests.exceptions.ChunkedEncodingError,
-                requests.exceptions.ContentDecodingError) as exc:
-            raise _Passing(f"the answer from {redacted(self.url)} was cut off") from exc
-        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
-                requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
+            answer = remote.send(
+                "POST", self.url, deadline=self.timeout, retries=self.retries,
+                backoff=self.backoff, max_bytes=self.max_bytes, stop=stop,
+                body={"model": self.model, "messages": messages, "temperature": 0},
+                headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
+        except (remote.Unsendable, remote.Redirected) as exc:
             # The address or the key cannot make a request at all: no episode can be asked.
-            raise EndpointRefused(
-                f"cannot send a request to {redacted(self.url)} ({type(exc).__name__}): "
-                "check --base-url (an http:// or https:// address) and the API key") from exc
-        except requests.RequestException as exc:
-            raise InvalidReply(f"the request failed: {type(exc).__name__}") from exc
-        status = response.status_code
-        if status in _RETRY_STATUSES or status >= 500:
-            raise _Passing(f"HTTP {status} from {redacted(self.url)}",
-                           _seconds(response.headers.get("Retry-After")))
-        if status >= 400:
-            hint = " (check the API key)" if status in (401, 403) else (
-                " (check --base-url and --model)" if status == 404 else "")
-            raise EndpointRefused(f"{redacted(self.url)} answered HTTP {status}{hint}")
+            raise EndpointRefused(f"{exc}: check --base-url (an http:// or https:// address) "
+                                  "and the API key") from exc
+        except remote.RemoteError as exc:
+            raise InvalidReply(str(exc)) from exc
+        if answer.status >= 400:
+            hint = " (check the API key)" if answer.status in (401, 403) else (
+                " (check --base-url and --model)" if answer.status == 404 else "")
+            raise EndpointRefused(f"{redacted(self.url)} answered HTTP {answer.status}{hint}")
         try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, LookupError, TypeError) as exc:
+            content = answer.json()["choices"][0]["message"]["content"]
+        except (ValueError, LookupError, TypeError, RecursionError) as exc:
             raise InvalidReply("the endpoint did not answer with a chat completion") from exc
         if not isinstance(content, str):
             raise InvalidReply("the chat completion holds no text")
         return content
-
-
-class _Passing(Exception):
-    """A failure the same request may not meet again; ``retry_after``: the server's wait."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
-
-
-def _seconds(header: str | None) -> float | None:
-    """``Retry-After`` given in seconds; its date form, and a number that is no finite
-    number of seconds (``nan``, ``inf``), are ignored (the backoff applies)."""
-    try:
-        seconds = float(header) if header is not None else math.nan
-    except ValueError:
-        return None
-    return max(seconds, 0.0) if math.isfinite(seconds) else None

@@ -33,7 +33,7 @@ from .extras import require_extra
 from .folders import replaced_folder, write_file
 from .exporter.commands import export_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
-from .judge import LLMJudge
+from .judge import MAX_REASONING_CHARS, LLMJudge
 from .labelstudio import server
 from .labelstudio.client import connect, invite_links
 from .labelstudio.push import (
@@ -446,17 +446,23 @@ def samples_command(destination: Path) -> None:
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Requests at a time.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True,
-              help="Seconds to wait for one answer.")
+              help="Seconds for one whole answer; a request still answering then is cut.")
 @click.option("--retries", type=click.IntRange(0, 10), default=4, show_default=True,
-              help="Repeats of a request answered 429 or 5xx, timed out or cut off (the wait "
-              "doubles from 1 s, or is the server's Retry-After, at most a minute).")
+              help="Repeats of a request answered 429 or 5xx, timed out or cut off: at most "
+              "retries + 1 requests for one answer (the wait doubles from 1 s, or is the "
+              "server's Retry-After, at most a minute).")
 @click.option("--attempts", type=click.IntRange(1, 5), default=2, show_default=True,
-              help="Answers asked per episode while they are malformed or out of range.")
+              help="Answers asked per episode while they are malformed or out of range (a "
+              "request that got no answer is not asked again).")
+@click.option("--max-reasoning-chars", type=click.IntRange(min=1), default=MAX_REASONING_CHARS,
+              show_default=True, help="Longest reasoning kept per dimension; a longer one "
+              "makes the answer unusable.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=WRITE_BATCH,
               show_default=True, help="Evaluations written to Label Studio at a time, as they come.")
 def evaluate_command(
     url: str | None, api_key: str | None, project: str, model: str, base_url: str,
-    api_key_env: str, workers: int, timeout: float, retries: int, attempts: int, batch_size: int,
+    api_key_env: str, workers: int, timeout: float, retries: int, attempts: int,
+    max_reasoning_chars: int, batch_size: int,
 ) -> None:
     """Have an LLM judge evaluate the project's episodes, for comparing humans with it.
 
@@ -482,8 +488,9 @@ def evaluate_command(
         raise click.UsageError(f"the API key in ${api_key_env} {problem}")
     endpoint = ChatEndpoint(base_url, model, key, timeout, retries=retries)
     with failures_as_messages():
-        run = evaluate_project(connect(url, api_key), project, LLMJudge(endpoint, attempts),
-                               workers=workers, batch_size=batch_size, progress=True)
+        judge = LLMJudge(endpoint, attempts, max_reasoning_chars)
+        run = evaluate_project(connect(url, api_key), project, judge, workers=workers,
+                               batch_size=batch_size, progress=True)
     click.echo(f"project {run.project_id}: {run.tasks} task(s), {run.already} already judged "
                f"by {model}; {run.judged} evaluation(s) added to the tasks' meta")
     for task, failure in run.failed.items():

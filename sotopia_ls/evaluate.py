@@ -11,8 +11,8 @@ missing.
 Requests run on ``workers`` threads; evaluations are written to Label Studio in batches as
 they come, so an interrupted or refused run keeps every answer it got, and stops asking at
 once: requests not yet sent are dropped, and those waiting to retry give up. A task whose
-answers were all unusable (malformed, out of range, no answer) is reported with its episode
-and the reasons, never stored. One run per project at a time: a task's meta is replaced whole.
+answers were all unusable (malformed, a score out of range, a reasoning over the judge's
+bound, no answer) is reported with its episode and the reasons, never stored. One run per project at a time: a task's meta is replaced whole.
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ from .episode import ACTION_WORDING
 from .labelstudio.tasks import DIALOGUE, agent_field
 from .scores import AgentScores, Evaluation
 
+# The longest reasoning kept per dimension: a few sentences are asked for, and each one is
+# stored in its task's meta.
+MAX_REASONING_CHARS = 5000
+
 
 class JudgeError(Exception):
     """The task gets no evaluation; the message says why."""
@@ -58,12 +62,16 @@ class NoValidAnswer(JudgeError):
 
 
 class LLMJudge:
-    """Asks ``endpoint`` for a Sotopia evaluation; an unusable answer is shown back to the
-    model with what was wrong, at most ``attempts`` answers in all."""
+    """Asks ``endpoint`` for a Sotopia evaluation; an unusable answer (``parse_evaluation``
+    with ``max_reasoning_chars``) is shown back to the model with what was wrong, at most
+    ``attempts`` answers in all. A request that got no answer is not sent again here: the
+    endpoint's own retries were its repeats."""
 
-    def __init__(self, endpoint: ChatEndpoint, attempts: int = 2) -> None:
+    def __init__(self, endpoint: ChatEndpoint, attempts: int = 2,
+                 max_reasoning_chars: int = MAX_REASONING_CHARS) -> None:
         self.endpoint = endpoint
         self.attempts = attempts
+        self.max_reasoning_chars = max_reasoning_chars
 
     @property
     def model(self) -> str:
@@ -78,16 +86,17 @@ class LLMJudge:
             reply = None
             try:
                 reply = self.endpoint.complete(messages, stop)
-                return parse_evaluation(reply, self.model)
+                return parse_evaluation(reply, self.model, self.max_reasoning_chars)
             except InvalidReply as exc:
                 reasons.append(f"attempt {attempt}: {exc}")
-                if reply is not None:
-                    messages = [
-                        *messages,
-                        {"role": "assistant", "content": reply},
-                        {"role": "user", "content": f"That answer cannot be used: {exc}. "
-                         "Answer again with only the JSON object described above."},
-                    ]
+                if reply is None:
+                    break
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": f"That answer cannot be used: {exc}. "
+                     "Answer again with only the JSON object described above."},
+                ]
         raise NoValidAnswer(self.model, reasons)
 
 
@@ -172,12 +181,16 @@ def _turns(data: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
-_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+# A score is a small integer: what has more digits is none (as ``Dimension.check`` shows it).
+_MOST_DIGITS = 15
+_INTEGER_TEXT = re.compile(rf"\s*[+-]?\d{{1,{_MOST_DIGITS}}}\s*")
 
 
-def parse_evaluation(reply: str, evaluator: str = "") -> Evaluation:
+def parse_evaluation(reply: str, evaluator: str = "",
+                     max_reasoning_chars: int = MAX_REASONING_CHARS) -> Evaluation:
     """The evaluation in a model's answer, repairing the usual slips, every score
-    range-checked, every dimension present.
+    range-checked, every reasoning at most ``max_reasoning_chars`` long, every dimension
+    present.
 
     Repaired: code fences, prose around the JSON object, trailing commas, scores written as
     strings or as whole floats, ``{"reasoning": …, "score": …}`` in place of Sotopia's
@@ -195,9 +208,15 @@ def parse_evaluation(reply: str, evaluator: str = "") -> Evaluation:
             raise InvalidReply(f"agent_{agent}: no rating for {', '.join(missing)}")
         pairs = {key: _pair(ratings[key]) for key in DIMENSION_KEYS}
         try:
-            agents.append(AgentScores.model_validate(pairs))
+            scores = AgentScores.model_validate(pairs)
         except ValidationError as exc:
             raise InvalidReply(f"agent_{agent}: {describe_error(exc)}") from exc
+        for key in DIMENSION_KEYS:
+            length = len((getattr(scores, key) or ("",))[0])
+            if length > max_reasoning_chars:
+                raise InvalidReply(f"agent_{agent}: {key} reasoning of {length:,} characters, "
+                                   f"over the {max_reasoning_chars:,} allowed")
+        agents.append(scores)
     return Evaluation(evaluator=evaluator, agents=tuple(agents))
 
 
@@ -209,16 +228,33 @@ def _json_object(reply: str) -> dict[str, Any]:
         raise InvalidReply("the answer holds no JSON object")
     text = text[start : end + 1]
     try:
-        document = json.loads(text)
+        document = _loads(text)
     except json.JSONDecodeError:
         # Only now strip trailing commas: the regex could touch commas inside strings.
         try:
-            document = json.loads(_TRAILING_COMMA.sub(r"\1", text))
+            document = _loads(_TRAILING_COMMA.sub(r"\1", text))
         except json.JSONDecodeError as exc:
             raise InvalidReply(f"the answer is not valid JSON ({exc.msg}, char {exc.pos})") from exc
     if not isinstance(document, dict):
         raise InvalidReply("the answer's JSON is not an object")
     return document
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text, parse_int=_small_integer)
+    except RecursionError as exc:
+        raise InvalidReply("the answer's JSON is nested too deeply") from exc
+
+
+def _small_integer(digits: str) -> int:
+    """A JSON integer; one too long to be any score is refused before Python reads it (which
+    it refuses past 4,300 digits)."""
+    length = len(digits.lstrip("-"))
+    if length > _MOST_DIGITS:
+        raise InvalidReply(f"the answer holds an integer of {length:,} digits; a score is a "
+                           "small integer")
+    return int(digits)
 
 
 def _pair(value: Any) -> Any:

@@ -20,6 +20,10 @@ rating could be refused by Label Studio's database for ever, or dropped from the
   with anything else they are kept: an emoji's zero-width joiner, an accent, a direction mark
   in Arabic. A blank rationale is refused by the gateway and reported by the exporter, and
   an importer's stored evaluation holds it as no rationale ("").
+- ``visible_length``: how long a text reads: the characters ``is_blank`` sets aside do not
+  count, except that a run of whitespace between words counts as one space. Prolific's
+  100-character minimum for a rejection message is checked with it, so a message of
+  zero-width spaces, or of a few words padded with spaces, is refused before it is sent.
 
 ``usable`` applies both: the text as kept, or None when blank. Its first test is one C-level
 pass that settles the usual rationale (printable, starting with a visible ASCII character);
@@ -44,12 +48,20 @@ def cleaned(text: str) -> str:
     return text if _REMOVED.search(text) is None else _REMOVED.sub("", text)
 
 
+def _invisible(char: str) -> bool:
+    return unicodedata.category(char) in _INVISIBLE_CATEGORIES or char in _FILLERS
+
+
 def is_blank(text: str) -> bool:
     """True when ``text`` holds nothing but whitespace, controls, format characters,
     combining marks and fillers."""
-    return all(
-        unicodedata.category(char) in _INVISIBLE_CATEGORIES or char in _FILLERS for char in text
-    )
+    return all(_invisible(char) for char in text)
+
+
+def visible_length(text: str) -> int:
+    """The characters of ``text`` a reader sees, a run of whitespace between words as one."""
+    shown = "".join(char for char in text if char.isspace() or not _invisible(char))
+    return len(" ".join(shown.split()))
 
 
 def usable(text: str) -> str | None:

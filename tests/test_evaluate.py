@@ -223,6 +223,61 @@ def test_each_task_holding_the_same_episode_is_reported_on_its_own(
                          result.output)
 
 
+@pytest.mark.server
+def test_answers_no_evaluation_can_come_from_are_refused_task_by_task(
+    label_studio, ls_client, stub, sample_data, project_title
+):
+    """The judge answers one episode with a score of 5,000 digits, one with 10 MB of
+    reasoning, one with a reasoning over --max-reasoning-chars, and one with 429 for ever:
+    each of those tasks is one line naming its episode and why, nothing is stored for it, the
+    last episode is judged all the same, and the 429 is sent exactly --retries + 1 times."""
+    episodes = load_episodes([sample_data / EPISODES]).episodes[:5]
+    project = create_project(ls_client, project_title)
+    push_episodes(ls_client, project.id, episodes, progress=False)
+    names = [participants(episode) for episode in episodes]
+
+    def answering(name: str, reasoning: str = "", score: str = "") -> str:
+        document = json.loads(answer(JUDGE_A, name))
+        document["agent_1_evaluation"]["goal"] = [reasoning or "fine", 1234567]
+        return json.dumps(document).replace("1234567", score or "7")
+
+    huge, verbose, wordy, throttled, judged = names
+    stub.script = {(JUDGE_A, huge): [answering(huge, score="9" * 5000)] * 2,
+                   (JUDGE_A, verbose): [answering(verbose, reasoning="x" * 10_000_000)] * 2,
+                   (JUDGE_A, wordy): [answering(wordy, reasoning="y" * 201)] * 2,
+                   (JUDGE_A, throttled): ["429"] * 10}
+
+    result = CliRunner().invoke(main, [
+        "evaluate", "--project", str(project.id), "--model", JUDGE_A, "--base-url", stub.base_url,
+        "--api-key-env", "STUB_KEY", "--attempts", "2", "--retries", "2",
+        "--max-reasoning-chars", "200"], env={
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key, "STUB_KEY": API_KEY})
+
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and API_KEY not in result.output
+    assert f"5 task(s), 0 already judged by {JUDGE_A}; 1 evaluation(s) added" in result.output
+    assert "4 task(s) left without an evaluation by judge-a" in result.output
+    url = f"{stub.base_url}/chat/completions"
+    reasons = {
+        huge: "attempt 2: the answer holds an integer of 5,000 digits; a score is a small integer",
+        verbose: f"attempt 1: the answer from {url} is longer than 8,388,608 bytes; not read "
+                 "further",
+        wordy: "attempt 2: agent_1: goal reasoning of 201 characters, over the 200 allowed",
+        throttled: f"attempt 1: {url} answered HTTP 429 (3 tries)",
+    }
+    by_name = {participants(e): e.id for e in episodes}
+    for name, reason in reasons.items():
+        (line,) = [line for line in result.output.splitlines()
+                   if f"no evaluation for episode {by_name[name]} (task " in line]
+        assert line.endswith(reason), line
+    assert dict(stub.calls) == {(JUDGE_A, huge): 2, (JUDGE_A, verbose): 1, (JUDGE_A, wordy): 2,
+                                (JUDGE_A, throttled): 3, (JUDGE_A, judged): 1}
+    stored = {participants_of(task.data): (task.meta or {}).get(JUDGES, {})
+              for task in ls_client.tasks.list(project=project.id, include="id,data,meta")}
+    assert {name for name, judges in stored.items() if judges} == {judged}
+
+
 def _ratings(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
     """Ratings that vary over episodes, dimension by dimension, inside every range."""
     return {agent: {d.key: (f"rationale {offset}", d.range_low + (offset * (i + agent)) % 7)

@@ -1,15 +1,18 @@
 """A researcher's review reaches Prolific: approvals, rejections, bulk approvals, a study's
 submissions and a qualification round's participant group, against a stand-in for Prolific's
 API on 127.0.0.1 (real HTTP), which records what was sent and answers as Prolific does,
-refusals included."""
+refusals included; and an address answering badly (a drip, a huge answer) costs no more than
+the client's deadline and size cap."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hostile_server import LIMIT, hostile
 from prolific_stand_in import TOKEN, StandIn, serving
 
 from sotopia_ls.study.prolific import (
@@ -54,6 +57,10 @@ def test_rejecting_sends_the_message_and_category_prolific_requires(prolific):
 
 @pytest.mark.parametrize(("message", "category", "expected"), [
     ("Too fast.", "TOO_QUICKLY", "at least 100 characters (Prolific's minimum), not 9"),
+    # Prolific counts these; the participant would read nothing, or two words.
+    ("\u200b" * 120, "LOW_EFFORT", "(Prolific's minimum), not 0 (of 120: invisible characters "
+     "and repeated spaces do not count)"),
+    ("Too \u2060fast." + " \u00a0\u200b" * 60, "TOO_QUICKLY", "not 9 (of 190: "),
     (REASON, "TOO_FAST", "rejection category 'TOO_FAST' is none of Prolific's (TOO_QUICKLY, "),
 ])
 def test_a_rejection_prolific_would_refuse_is_stopped_before_it_is_sent(
@@ -256,3 +263,27 @@ def test_a_workspaces_participant_groups_are_only_its_own_and_not_deleted(prolif
     assert [(found.id, found.name) for found in groups] == [("g-ours", "passed")]
     assert prolific.sent() == [
         ("GET", "/api/v1/participant-groups/?filter%5Bworkspace_id%5D=ws-7", None)]
+
+
+@pytest.mark.parametrize("behaviour", ["drip headers", "drip body"])
+def test_an_answer_dripped_a_byte_at_a_time_is_cut_at_the_deadline(behaviour):
+    with hostile(behaviour) as server:
+        slow = Prolific(TOKEN, base_url=server.base_url, timeout=0.5, retries=1, backoff=0.01)
+        started = time.monotonic()
+        with pytest.raises(ProlificUnavailable) as caught:
+            slow.approve("s1")
+
+    assert str(caught.value) == ("approve submission s1: no complete answer within 0.5 s from "
+                                 "Prolific (2 tries)")
+    assert time.monotonic() - started < 3 and server.requests == 2
+
+
+def test_an_answer_longer_than_the_cap_is_refused_without_reading_it_whole():
+    with hostile("huge") as server:
+        capped = Prolific(TOKEN, base_url=server.base_url, max_bytes=2**20)
+        with pytest.raises(ProlificUnavailable) as caught:
+            capped.submissions("study-7")
+
+    assert str(caught.value) == ("list the submissions of study study-7: the answer from "
+                                 "Prolific is longer than 1,048,576 bytes; not read further")
+    assert server.requests == 1 and server.written < LIMIT / 2

@@ -221,6 +221,33 @@ def test_prolific_down_stops_the_run_and_keeps_what_was_sent_before(engine, stud
     assert [p for _, p, _ in prolific.sent()].count(BULK) == 1
 
 
+def test_a_redirect_away_from_prolific_is_not_followed_and_the_rerun_sends_to_prolific(
+        engine, study, prolific):
+    """Prolific's address answers the approval with a redirect to another host: following
+    it would hand the submission ids to that host and record them as approved, so that no
+    rerun would ever approve them on Prolific."""
+    approved, rejected = reviewed(engine, study, "approve", "reject")
+    with serving() as elsewhere:
+        prolific.script[BULK] = [(307, b"", {"Location": f"{elsewhere.base_url}submissions/"
+                                             "bulk-approve/"})]
+
+        payment = pay(engine, study, prolific, send=True)
+
+        assert elsewhere.requests == []
+    assert payment.sent.stopped
+    assert payment.sent.failures == [
+        f"bulk-approve submissions {ids(engine, approved)[0]} … {ids(engine, approved)[0]} (1): "
+        f"Prolific answered HTTP 307, a redirect to 127.0.0.1:{elsewhere.server_address[1]}; "
+        "not followed"]
+    assert sent_actions(engine) == {}
+
+    pay(engine, study, prolific, send=True)
+
+    assert [path for _, path, _ in prolific.sent()] == [
+        BULK, BULK, TRANSITION.format(ids(engine, rejected)[0])]
+    assert sent_actions(engine) == {approved.id: "approve", rejected.id: "reject"}
+
+
 def test_a_decision_changed_after_its_approval_was_sent_is_a_conflict_not_sent(
         engine, study, prolific):
     (visit,) = reviewed(engine, study, "approve")

@@ -19,7 +19,7 @@ from ..errors import redacted
 from ..extras import require_extra
 from ..options import failures_as_messages, server_options
 from .editor import EDITOR_DIR_ENV, PINNED, fetch_editor
-from .prolific import API_URL, TOKEN_VARIABLE
+from .prolific import API_URL, RETRIES, TOKEN_VARIABLE
 from .settings import (
     DATABASE_ENV,
     DISAGREEMENT_THRESHOLD,
@@ -506,7 +506,8 @@ _PAYMENT_OPTIONS = (
                  "and sends nothing without --send (with --decisions: after recording them)."),
     click.option("--send", is_flag=True,
                  help="With --apply: send it (needs a Prolific API token); each action is "
-                 "recorded, so a rerun sends nothing twice."),
+                 "recorded, so a rerun sends nothing twice. A request Prolific throttles or "
+                 f"fails is sent again up to {RETRIES} times; a redirect is never followed."),
     click.option("--prolific-files", "files_dir",
                  type=click.Path(file_okay=False, path_type=Path),
                  help="With --apply: write the decisions into this folder (replaced whole) as "

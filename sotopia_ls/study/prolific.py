@@ -7,9 +7,10 @@ What Prolific expects, from its API reference (docs.prolific.com/api-reference):
   rights (``submissions/transition-submission``, "Authentication");
 - ``POST submissions/{id}/transition/`` takes ``{"action": "APPROVE"}`` or ``{"action":
   "REJECT", "message": …, "rejection_category": …}``; the message "must be at least 100 chars
-  long"; the answer is the submission (``id``, ``status``, ``participant``, …); a status change
-  cannot be undone and the same request twice is ignored the second time, so sending it again
-  after a timeout is safe (``submissions/transition-submission``);
+  long" (counted here as a participant reads it, ``text.visible_length``); the answer is the
+  submission (``id``, ``status``, ``participant``, …); a status change cannot be undone and
+  the same request twice is ignored the second time, so sending it again after a timeout is
+  safe (``submissions/transition-submission``);
 - the rejection categories are the twelve of ``REJECTION_CATEGORIES`` (the enum of that
   request's ``rejection_category``, as Prolific's own CLI, prolific-oss/cli
   ``cmd/submission/transition.go``, lists it);
@@ -37,33 +38,35 @@ Errors (``errors.SotopiaLSError`` below them all, so messages are cut free of se
     ├── InvalidRejection  a rejection Prolific would refuse; ``fields`` names the fields
     ├── ProlificRefused   Prolific answered a 4xx: the one line names the call, the
     │                     submission/participant/group and Prolific's reason; ``status``
-    └── ProlificUnavailable  429, 5xx, timeouts or no connection still after the retries, or
-                          an answer not of the documented shape
+    └── ProlificUnavailable  429, 5xx, timeouts or no connection still after the retries, a
+                          redirect, an answer over ``max_bytes`` or not of the documented shape
 
-A request answered 408, 429 or 5xx, timed out or not connected is sent again at most
-``retries`` times, after a wait that doubles (or the ``Retry-After`` seconds), never over a
-minute; except the one that makes a participant group, sent once: a group made by a request
-whose answer was lost would be made twice (``payment`` looks for it by name before making
-one). The token goes into the ``Authorization`` header only: it is no field of any repr,
-message or exception, and is cut out of Prolific's own reasons in case a server echoes it. A
-``next`` link to another address than ``base_url`` is refused, so the token is never sent
-elsewhere.
+Requests follow the package's HTTP rules (``sotopia_ls.remote``): no redirect followed (an
+action redirected elsewhere is not done, and nothing is recorded), ``timeout`` seconds for a
+whole answer, at most ``max_bytes`` read; one answered 408, 429 or 5xx, timed out or not
+connected is sent again at most ``retries`` times, after a wait that doubles (or the
+``Retry-After`` seconds), never over a minute; except the one that makes a participant group,
+sent once: a group made by a request whose answer was lost would be made twice (``payment``
+looks for it by name before making one). The token goes into the ``Authorization`` header
+only: it is no field of any repr, message or exception, and is cut out of Prolific's own
+reasons in case a server echoes it. A ``next`` link to another address than ``base_url`` is
+refused, so the token is never sent elsewhere.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import urlencode, urlsplit
 
-import requests
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from .. import remote
 from ..errors import SotopiaLSError, header_problem, keep_secret
+from ..text import visible_length
 
 API_URL = "https://api.prolific.com/api/v1/"
 TOKEN_VARIABLE = "PROLIFIC_TOKEN"
@@ -75,9 +78,8 @@ RejectionCategory = Literal[
 ]
 REJECTION_CATEGORIES: tuple[str, ...] = get_args(RejectionCategory)
 MIN_REJECTION_MESSAGE = 100
-# Statuses after which the same request may succeed (with every 5xx).
-_PASSING_STATUSES = frozenset({408, 429})
-_LONGEST_WAIT = 60.0
+# Repeats of a request that failed for a passing reason (``retries``'s default).
+RETRIES = 3
 # A list that keeps answering a next page is cut off here rather than followed forever.
 _MOST_PAGES = 1000
 _REASON_LENGTH = 300
@@ -113,11 +115,19 @@ class _Wire(BaseModel):
 _Answer = TypeVar("_Answer", bound=_Wire)
 
 
+def _long_enough(message: str) -> str:
+    """The message, if a participant reads at least Prolific's minimum in it
+    (``text.visible_length``: invisible characters and padding do not count)."""
+    if visible_length(message) < MIN_REJECTION_MESSAGE:
+        raise ValueError("too short")
+    return message
+
+
 class Rejection(_Wire):
     """The body of a rejection, checked before it is sent."""
 
     action: Literal["REJECT"] = "REJECT"
-    message: str = Field(min_length=MIN_REJECTION_MESSAGE)
+    message: Annotated[str, AfterValidator(_long_enough)]
     rejection_category: RejectionCategory
 
 
@@ -161,8 +171,9 @@ class Prolific:
     token: str = field(repr=False)
     base_url: str = API_URL
     timeout: float = 30.0
-    retries: int = 3
+    retries: int = RETRIES
     backoff: float = 1.0
+    max_bytes: int = remote.MAX_BYTES
 
     @classmethod
     def from_environment(cls, token: str | None = None, **settings: Any) -> Prolific:
@@ -270,70 +281,41 @@ class Prolific:
         """The JSON answer to one request (None unless ``read``: a call that uses no answer
         takes any success, whatever its body), sent again on a passing failure unless
         ``once``."""
-        wait, retries = self.backoff, 0 if once else self.retries
-        for tries_left in range(retries, -1, -1):
-            try:
-                return self._once(method, path, subject, action, body, read)
-            except _Passing as exc:
-                if not tries_left:
-                    raise ProlificUnavailable(
-                        f"{action} {subject}: {exc} ({retries + 1} tries)") from exc
-                time.sleep(min(exc.retry_after if exc.retry_after is not None else wait,
-                               _LONGEST_WAIT))
-                wait *= 2
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _once(self, method: str, path: str, subject: str, action: str,
-              body: dict[str, Any] | None, read: bool = True) -> Any:
         url = path if path.startswith(self.base_url) else self.base_url + path
         try:
-            response = requests.request(
-                method, url, json=body, timeout=self.timeout,
-                headers={"Authorization": f"Token {self.token}"})
-        except (requests.Timeout, requests.ConnectionError) as exc:
-            # A connect timeout is both; either way the same request may get through later.
-            raise _Passing(f"no answer from {self.base_url} ({type(exc).__name__})") from exc
-        status = response.status_code
-        if _passing(status):
-            raise _Passing(f"Prolific answered HTTP {status}",
-                           _retry_after(response.headers.get("Retry-After")))
-        if status >= 400:
-            hint = f" (check {TOKEN_VARIABLE})" if status in (401, 403) else ""
-            raise ProlificRefused(f"{action} {subject}: Prolific answered HTTP {status}{hint}: "
-                                  f"{self._reason(response)}", status)
+            answer = remote.send(
+                method, url, body=body, headers={"Authorization": f"Token {self.token}"},
+                deadline=self.timeout, retries=0 if once else self.retries, backoff=self.backoff,
+                max_bytes=self.max_bytes, name="Prolific")
+        except remote.RemoteError as exc:
+            # A redirect too: the action went nowhere, and no address but the API's is used.
+            raise ProlificUnavailable(f"{action} {subject}: {exc}") from exc
+        if answer.status >= 400:
+            hint = f" (check {TOKEN_VARIABLE})" if answer.status in (401, 403) else ""
+            raise ProlificRefused(f"{action} {subject}: Prolific answered HTTP {answer.status}"
+                                  f"{hint}: {self._reason(answer)}", answer.status)
         if not read:
             return None
-        if not response.content:
+        if not answer.body:
             return {}
         try:
-            return response.json()
-        except ValueError as exc:
+            return answer.json()
+        except (ValueError, RecursionError) as exc:
             raise ProlificUnavailable(f"{action} {subject}: Prolific's answer is no JSON") from exc
 
-    def _reason(self, response: requests.Response) -> str:
+    def _reason(self, answer: remote.Answer) -> str:
         """Prolific's reason for a refusal, on one line, without the token."""
         try:
-            document = response.json()
-        except ValueError:
+            document = answer.json()
+        except (ValueError, RecursionError):
             document = None
-        detail: Any = response.reason or "no reason given"
+        detail: Any = answer.reason or "no reason given"
         if isinstance(document, dict):
             inner = document.get("error")
             source = inner if isinstance(inner, dict) else document
             detail = source.get("detail", source.get("title", detail))
         text = " ".join(" ".join(_texts(detail)).split()).replace(self.token, "***")
         return text if len(text) <= _REASON_LENGTH else text[:_REASON_LENGTH - 1] + "…"
-
-
-class _Passing(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
-
-
-def _passing(status: int) -> bool:
-    """Whether the same request may succeed later (a timeout, throttling, a server fault)."""
-    return status in _PASSING_STATUSES or status >= 500
 
 
 # Prolific's ids are 24 hex digits; anything that could leave its path segment is refused.
@@ -346,14 +328,6 @@ def _path(*segments: str) -> str:
         if not _ID.fullmatch(segment):
             raise ProlificError(f"{segment!r} is no Prolific id (letters, digits, - and _)")
     return "/".join(segments) + "/"
-
-
-_SECONDS = re.compile(r"\s*\d+(\.\d+)?\s*")
-
-
-def _retry_after(header: str | None) -> float | None:
-    """``Retry-After`` in seconds; its date form is ignored (the backoff applies)."""
-    return float(header) if header is not None and _SECONDS.fullmatch(header) else None
 
 
 def _parsed(model: type[_Answer], document: Any, where: str) -> _Answer:
@@ -391,9 +365,13 @@ def _invalid_rejection(exc: ValidationError) -> str:
     reasons = []
     for error in exc.errors():
         if error["loc"] == ("message",):
+            message = error["input"] if isinstance(error["input"], str) else ""
+            seen = visible_length(message)
+            hidden = (f" (of {len(message)}: invisible characters and repeated spaces do not "
+                      "count)" if seen != len(message) else "")
             reasons.append(f"the message to the participant must be a text of at least "
                            f"{MIN_REJECTION_MESSAGE} characters (Prolific's minimum), not "
-                           f"{len(str(error['input']))}")
+                           f"{seen}{hidden}")
         else:
             reasons.append(f"rejection category {error['input']!r} is none of Prolific's ("
                            + ", ".join(REJECTION_CATEGORIES) + ")")
