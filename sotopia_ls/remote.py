@@ -25,6 +25,7 @@ Any other answer, a 4xx refusal included, is the caller's to read (``Answer``).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import socket
 import threading
@@ -43,6 +44,12 @@ MAX_BYTES = 8 * 2**20
 _PASSING_STATUSES = frozenset({408, 429})
 _LONGEST_WAIT = 60.0
 _CHUNK = 64 * 1024
+
+
+# Headers cut off at the deadline fail urllib3's parsing, which it logs with a traceback, though
+# the deadline's own error says what happened.
+logging.getLogger("urllib3.connection").addFilter(
+    lambda record: not record.getMessage().startswith("Failed to parse headers"))
 
 
 class RemoteError(Exception):
