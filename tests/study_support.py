@@ -80,6 +80,13 @@ def answers(seed: int, text: str = "rationale") -> dict[int, dict[str, tuple[str
     return chosen
 
 
+def typed(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The typing counts the rating page sends for ``results`` typed key by key: each
+    rationale's characters typed, none pasted."""
+    return {result["from_name"]: {"pasted": 0, "typed": len(result["value"]["text"][0])}
+            for result in results if "text" in result["value"]}
+
+
 # --- the gateway as a real process ----------------------------------------------------------
 
 
@@ -133,11 +140,15 @@ class Participant:
         self.boot = json.loads(found.group(1)) if found else None
         return page
 
-    def submit(self, results: list[dict[str, Any]], assignment: str | None = None) -> httpx.Response:
+    def submit(self, results: list[dict[str, Any]], assignment: str | None = None,
+               **measures: Any) -> httpx.Response:
+        """Post a rating, with what the page measured (``typing``, ``visible_seconds``) if
+        given."""
         assert self.boot is not None, "open an episode first"
         return self.http.post(
             f"/s/{self.study}/submit", headers={"X-CSRF-Token": self.boot["csrf"]},
-            json={"assignment": assignment or self.boot["assignment"], "results": results},
+            json={"assignment": assignment or self.boot["assignment"], "results": results,
+                  **measures},
         )
 
     def rate(self, seed: int) -> httpx.Response:

@@ -13,6 +13,7 @@ from sotopia_ls.study.flags import (
     FlagThresholds,
     Typing,
     flag_annotation,
+    measured_typing,
     participant_shares,
 )
 
@@ -44,11 +45,17 @@ def annotation(**extra: object) -> Annotation:
                       **extra)
 
 
+def typed_throughout(fields: dict[str, object], **counts: Typing) -> dict[str, Typing]:
+    """The page's counts for ``fields`` typed key by key, but the ``counts`` given."""
+    return {reasoning_name(d.key, agent): Typing(
+        pasted=0, typed=len(str(fields[reasoning_name(d.key, agent)]))) for agent, d in FIELDS
+    } | counts
+
+
 def test_a_careful_annotation_raises_no_flag() -> None:
     judged = flag_annotation(annotation(
         episode_words=500, seconds=600,
-        typing={reasoning_name(DIMENSIONS[0].key, 1): Typing(pasted=0, typed=80)},
-        others=(careful("theirs"),), reference=careful(),
+        typing=typed_throughout(careful()), others=(careful("theirs"),), reference=careful(),
     ))
     assert {r.name for r in judged} == {flag.name for flag in FLAGS}
     assert not any(r.fired for r in judged), judged
@@ -97,9 +104,33 @@ def test_rating_faster_than_reading_the_episode_is_too_fast() -> None:
 
 def test_a_rationale_mostly_pasted_is_flagged_only_when_measured() -> None:
     name = reasoning_name(DIMENSIONS[0].key, 1)
+    fields = careful()
+    assert fired(annotation(typing=typed_throughout(fields, **{name: Typing(pasted=90, typed=10)})),
+                 "pasted_rationale")
+    assert not fired(annotation(typing=typed_throughout(
+        fields, **{name: Typing(pasted=70, typed=30)})), "pasted_rationale")
+    # Every other rationale without counts: one mostly pasted is still found.
     assert fired(annotation(typing={name: Typing(pasted=90, typed=10)}), "pasted_rationale")
-    assert not fired(annotation(typing={name: Typing(pasted=70, typed=30)}), "pasted_rationale")
-    assert fired(annotation(typing={name: Typing(pasted=0, typed=0)}), "pasted_rationale") is None
+
+
+@pytest.mark.parametrize(("typing", "seconds", "why"), [
+    ({}, 600, "no typing counts came with the rating"),
+    # Counts that cannot have brought the text in: 1 character of about 70.
+    (typed_throughout(careful(), **{reasoning_name(DIMENSIONS[0].key, 1): Typing(
+        pasted=0, typed=1)}), 600, f"counts short of the text of "
+     f"{reasoning_name(DIMENSIONS[0].key, 1)}"),
+    # 400 characters typed in every rationale, submitted within a second of the page shown.
+    ({reasoning_name(d.key, agent): Typing(pasted=0, typed=400) for agent, d in FIELDS}, 0.02,
+     f"the page claims {400 * len(FIELDS)} characters typed in 0 s on task"),
+])
+def test_counts_the_text_or_the_time_belie_are_not_measured_never_passed(
+        typing: dict[str, Typing], seconds: float, why: str) -> None:
+    claimed = annotation(typing=typing, seconds=seconds)
+
+    assert fired(claimed, "pasted_rationale") is None
+    assert measured_typing(claimed)[1] == why
+    assert measured_typing(annotation(typing=typed_throughout(careful()), seconds=600)) == (
+        typed_throughout(careful()), "")
 
 
 @pytest.mark.parametrize("score", ["same", "max", "min"])

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from conftest import results_of
 from sqlalchemy import Engine, Row, insert, select
 from starlette.testclient import TestClient
-from study_support import EDITOR, Participant, make_study, spend_time, study_project
+from study_support import EDITOR, Participant, make_study, spend_time, study_project, typed
 
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
@@ -60,9 +60,9 @@ from sotopia_ls.study.store import (
     participants,
     qualification_results,
     typing,
+    visible_time,
     visits,
 )
-from sotopia_ls.study.visible import record_visible
 
 SECRET = secrets.token_urlsafe(32)
 # Minutes each participant spends on an episode before submitting it: more than reading takes.
@@ -113,7 +113,7 @@ class RatedStudy:
             someone.read_instructions()
             while someone.open_episode().url.path.endswith("/rate"):
                 self.spend_time(someone.boot["assignment"])
-                assert someone.submit(results).status_code == 200
+                assert someone.submit(results, typing=typed(results)).status_code == 200
             self.people[name] = someone
         save_all_waiting(self.engine, client, "pilot")
 
@@ -351,9 +351,10 @@ def test_a_bad_edited_file_names_file_line_and_column_and_records_nothing(
 
 def recorded_visit(engine: Engine, name: str, outcome: str | None,
                    ratings: list[tuple[int, list[dict], float]], study: str = "pilot",
-                   state: str = "saved") -> int:
+                   state: str = "saved", measured: bool = True) -> int:
     """A visit as the gateway records it: ``(task, results, seconds)`` per rating, each in
-    ``state`` (saved ones not yet given an annotation id); its id."""
+    ``state`` (saved ones not yet given an annotation id) and, when ``measured``, with the
+    typing counts of rationales typed key by key; its id."""
     moment = datetime.now(UTC)
     with engine.begin() as conn:
         person = conn.execute(insert(participants).values(
@@ -362,11 +363,22 @@ def recorded_visit(engine: Engine, name: str, outcome: str | None,
             participant_id=person, prolific_study_id="a" * 24, prolific_session_id=name * 24,
             arrived_at=moment, outcome=outcome)).inserted_primary_key[0]
         for number, (task, results, seconds) in enumerate(ratings):
-            conn.execute(insert(assignments).values(
+            assignment = conn.execute(insert(assignments).values(
                 key=f"{name * 30}{number:02d}", study=study, task_id=task,
                 participant_id=person, visit_id=visit_id, state=state, assigned_at=moment,
-                results=results, lead_time=seconds, ls_annotation_id=None))
+                results=results, lead_time=seconds, ls_annotation_id=None)
+            ).inserted_primary_key[0]
+            if measured:
+                conn.execute(insert(typing).values(assignment_id=assignment,
+                                                   counts=typed(results)))
     return visit_id
+
+
+def assignment_of(engine: Engine, visit_id: int) -> int:
+    """The one assignment of a visit."""
+    with engine.connect() as conn:
+        return conn.execute(select(assignments.c.id).where(
+            assignments.c.visit_id == visit_id)).scalar_one()
 
 
 def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
@@ -375,14 +387,14 @@ def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
     with engine.begin() as conn:
         conn.execute(insert(episodes), [{"study": "pilot", "task_id": task, "shown": {
             "dialogue": [{"author": "A", "text": "word " * 500}]}} for task in (1, 2)])
-    pasted = recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    pasted = recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)], measured=False)
     passed = recorded_visit(engine, "b", "completed", [(2, GOOD, 60.0)])
     recorded_visit(engine, "c", None, [])
+    assignment = assignment_of(engine, pasted)
     with engine.begin() as conn:
         conn.execute(insert(typing).values(
-            assignment_id=select(assignments.c.id).where(assignments.c.visit_id == pasted)
-            .scalar_subquery(),
-            counts={"believability_reasoning_1": {"pasted": 90, "typed": 10}}))
+            assignment_id=assignment,
+            counts={"believability_reasoning_1": {"pasted": 900, "typed": 100}}))
         conn.execute(insert(qualification_results).values(
             visit_id=passed, passed=True, largest_distance=1, scored_at=datetime.now(UTC)))
 
@@ -398,6 +410,23 @@ def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
         UNFINISHED, "look", UNFINISHED, "NO_CODE"]
 
 
+def test_a_rating_without_typing_counts_is_not_measured_never_clean(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)], measured=False)
+    recorded_visit(engine, "b", "completed", [(2, GOOD, 600.0)])
+
+    rows = review_rows(engine, study).set_index("participant")
+
+    unmeasured, measured = rows.loc["a" * 24], rows.loc["b" * 24]
+    assert unmeasured[["pasted_rationale.fired", "pasted_rationale.judged"]].tolist() == [0, 0]
+    assert unmeasured[["suggested", "rule", "details"]].tolist() == [
+        "look", "typing_not_measured", "task 1: typing_not_measured: no typing counts came "
+        "with the rating"]
+    assert measured[["pasted_rationale.judged", "suggested", "rule", "details"]].tolist() == [
+        1, "approve", "clean", ""]
+
+
 def test_time_on_task_is_the_visible_time_where_the_page_measured_it(tmp_path):
     study = make_study(tmp_path, 1)
     engine = open_store(study.database)
@@ -408,11 +437,10 @@ def test_time_on_task_is_the_visible_time_where_the_page_measured_it(tmp_path):
     elsewhere = recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
     reading = recorded_visit(engine, "b", "completed", [(1, GOOD, 600.0)])
     recorded_visit(engine, "c", "completed", [(1, GOOD, 600.0)])
-    for visit_id, seconds in ((elsewhere, 30.0), (reading, 300.0)):
-        with engine.connect() as conn:
-            assignment = conn.execute(select(assignments.c.id).where(
-                assignments.c.visit_id == visit_id)).scalar_one()
-        record_visible(engine, assignment, seconds)
+    measured = [{"assignment_id": assignment_of(engine, visit_id), "seconds": seconds}
+                for visit_id, seconds in ((elsewhere, 30.0), (reading, 300.0))]
+    with engine.begin() as conn:
+        conn.execute(insert(visible_time), measured)
 
     rows = review_rows(engine, study).set_index("participant")
     status = study_status(engine, study).lines(study, "--study study.json")
@@ -428,12 +456,15 @@ def test_time_on_task_is_the_visible_time_where_the_page_measured_it(tmp_path):
 # --- the suggestion rules, on plain data ----------------------------------------------------
 
 
-def visit(outcome: str = "completed", **fired: list[bool]) -> Visit:
-    """A visit whose ratings gave, per flag named, these results (one per rating)."""
+def visit(outcome: str = "completed", *, claimed: float | None = None, unmeasured: str = "",
+          **fired: list[bool]) -> Visit:
+    """A visit whose ratings gave, per flag named, these results (one per rating); its first
+    rating's page ``claimed`` more time than passed, or its typing is ``unmeasured``."""
     count = max(map(len, fired.values()), default=1)
     return Visit(1, "p" * 24, "s" * 24, outcome, tuple(
         Rated(task, False, 300.0, None, tuple(FlagResult(name, results[task], "")
-                                             for name, results in fired.items()))
+                                             for name, results in fired.items()),
+              *((claimed, unmeasured) if task == 0 else ()))
         for task in range(count)), "")
 
 
@@ -445,6 +476,9 @@ def visit(outcome: str = "completed", **fired: list[bool]) -> Visit:
     (visit(too_fast=[False, True]), "flagged"),
     (visit(too_fast=[False, False]), "clean"),
     (visit("no_slots"), "clean"),
+    (visit(claimed=86400.0, too_fast=[True, False]), "time_clipped"),
+    (visit(unmeasured="no typing counts", too_fast=[False]), "typing_not_measured"),
+    (visit(unmeasured="no typing counts", too_fast=[True]), "flagged"),
 ])
 def test_the_first_rule_that_applies_suggests_the_decision(shown, rule):
     assert suggestion(shown).name == rule

@@ -29,7 +29,7 @@ from conftest import results_of
 from prolific_stand_in import TOKEN, StandIn, serving
 from sqlalchemy import Engine, select
 from starlette.testclient import TestClient
-from study_support import EDITOR, SAMPLE_EPISODES, Participant, spend_time
+from study_support import EDITOR, SAMPLE_EPISODES, Participant, spend_time, typed
 
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
@@ -121,7 +121,8 @@ class Gateways:
         someone.read_instructions()
         while someone.open_episode().url.path.endswith("/rate"):
             spend_time(self.engine, someone.boot["assignment"], MINUTES)
-            assert someone.submit(next(ratings)).status_code == 200
+            results = next(ratings)
+            assert someone.submit(results, typing=typed(results)).status_code == 200
         return someone.http.get(f"/s/{someone.study}/done").text
 
     def save(self) -> None:

@@ -119,7 +119,9 @@ def test_a_malformed_visible_time_is_refused_naming_it_one_in_bounds_kept_once_n
 
     assert post(someone, 32, visible_seconds=MOST_SECONDS).status_code == 200
     assert post(someone, 32, visible_seconds=12.5).status_code == 200  # a second click
-    assert visible_of(measured.engine, key) == MOST_SECONDS
+    # A day claimed for a page submitted at once: kept as the time the gateway saw pass.
+    lead_time = assignment_of(measured.engine, key).lead_time
+    assert visible_of(measured.engine, key) == lead_time < 60
     older = Participant.of(measured.url)  # a page made before the measure sends none
     older_key = older.begin()
     assert older.rate(33).status_code == 200

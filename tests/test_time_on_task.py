@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -34,7 +35,6 @@ from sotopia_ls.study.leases import Assignment
 from sotopia_ls.study.settings import Reward, StudyFile, read_study, write_study
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import assignments, aware, open_store
-from sotopia_ls.study.visible import record_visible
 
 Timing = tuple[float, float | None]  # Label Studio's lead seconds, the visible seconds if measured
 
@@ -52,15 +52,18 @@ def rated_visit(engine: Engine, study: StudyFile, timings: list[Timing],
     for lead, visible in timings:
         taken = leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
                                        lease_seconds=study.lease_seconds)
-        leases.mark_shown(engine, taken.id)
-        leases.settle(engine, taken, [{"stand-in": True}], study.raters_per_episode)
-        with engine.begin() as conn:  # the minutes the participant took, not the test's
+        shown = leases.mark_shown(engine, taken.id)
+        spent = timedelta(seconds=lead)  # the participant's minutes on the gateway's clock
+        with engine.begin() as conn:
+            conn.execute(update(assignments).where(assignments.c.id == taken.id).values(
+                assigned_at=taken.assigned_at - spent, first_shown_at=shown - spent))
+        leases.settle(engine, taken, [{"stand-in": True}], study.raters_per_episode,
+                      visible_seconds=visible)
+        with engine.begin() as conn:  # those minutes exactly, without the test's milliseconds
             conn.execute(update(assignments).where(assignments.c.id == taken.id)
                          .values(lead_time=lead))
         if save is not None:
             leases.mark_saved(engine, taken.id, save(taken))
-        if visible is not None:
-            record_visible(engine, taken.id, visible)
         given.append(taken.id)
     if outcome is not None:
         arrival.finish(engine, visit.id, outcome)

@@ -11,6 +11,9 @@ object added to the list (``flag_annotation(..., flags=FLAGS + (mine,))``).
 A flag's check answers None when the data it needs is not given (no time measured, no reference
 ratings): such an annotation is not judged by it, so ``participant_shares`` divides by the
 annotations judged, not by all. Every field is taken from the rubric, never named here.
+Typing counts come from the participant's browser: ``measured_typing`` keeps those the text and
+the time on task make possible, and the rest are not measured (README: "what the server
+checks").
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from ..dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
 from ..scores import RATING_FIELDS, Evaluation
@@ -38,6 +41,9 @@ RATIONALE_FIELDS: tuple[str, ...] = tuple(
 _BOUNDS: dict[str, tuple[int, int]] = {
     rating_name(d.key, agent): (d.range_low, d.range_high) for agent in AGENTS for d in DIMENSIONS
 }
+# Characters a person types in a second, at the most: twice the fastest typists' (about 240
+# words a minute), since a phone's keyboard counts a word again each time it corrects it.
+MOST_TYPED_PER_SECOND = 40
 
 
 class FlagThresholds(BaseModel):
@@ -63,8 +69,12 @@ class Typing(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    pasted: int = Field(ge=0)
-    typed: int = Field(ge=0)
+    pasted: StrictInt = Field(ge=0)
+    typed: StrictInt = Field(ge=0)
+
+    @property
+    def characters(self) -> int:
+        return self.pasted + self.typed
 
 
 class Annotation(BaseModel):
@@ -216,18 +226,36 @@ def _fast(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     )
 
 
+def measured_typing(annotation: Annotation) -> tuple[dict[str, Typing], str]:
+    """The typing counts of the annotation's rationales that can be true, and why the others
+    are not measured ("" when every rationale is).
+
+    A rationale's counts must cover its text (every character of it came in somehow), and the
+    characters typed in all must fit the time on task at ``MOST_TYPED_PER_SECOND``; which
+    characters were pasted is the browser's word alone."""
+    rationales = _rationales(annotation.fields)
+    typed = sum(counted.typed for counted in annotation.typing.values())
+    if annotation.seconds is not None and typed > annotation.seconds * MOST_TYPED_PER_SECOND:
+        return {}, (f"the page claims {typed} characters typed in {annotation.seconds:.0f} s "
+                    "on task")
+    counts = {name: annotation.typing.get(name) for name in rationales}
+    measured = {name: counted for name, counted in counts.items()
+                if counted is not None and counted.characters >= len(rationales[name])}
+    short = [name for name in rationales if name not in measured]
+    if short and not annotation.typing:
+        return measured, "no typing counts came with the rating"
+    return measured, ("counts short of the text of " + ", ".join(short)) if short else ""
+
+
 def _pasted(annotation: Annotation, limits: FlagThresholds) -> Outcome:
-    shares = {
-        name: typing.pasted / (typing.pasted + typing.typed)
-        for name, typing in annotation.typing.items()
-        if typing.pasted + typing.typed > 0
-    }
-    if not shares:
-        return None
+    measured, unmeasured = measured_typing(annotation)
+    shares = {name: typing.pasted / typing.characters for name, typing in measured.items()}
     pasted = {name: share for name, share in shares.items() if share >= limits.pasted_share}
-    if not pasted:
-        return False, f"no rationale mostly pasted ({len(shares)} measured)"
-    return True, "mostly pasted: " + ", ".join(f"{n} ({s:.0%})" for n, s in pasted.items())
+    if pasted:
+        return True, "mostly pasted: " + ", ".join(f"{n} ({s:.0%})" for n, s in pasted.items())
+    if unmeasured or not shares:
+        return None  # not measured: the review says so, never that it passed
+    return False, f"no rationale mostly pasted ({len(shares)} measured)"
 
 
 def _straight(annotation: Annotation, limits: FlagThresholds) -> Outcome:

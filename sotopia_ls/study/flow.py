@@ -24,8 +24,8 @@ from .page import NotAccepted, Page, Script, Turn
 from .saving import checked_results
 from .security import json_for_html
 from .settings import StudyFile
-from .typing_counts import TypingCounts, page_counting, record_typing
-from .visible import VisibleSeconds, page_measuring, record_visible
+from .typing_counts import TypingCounts, page_counting
+from .visible import VisibleSeconds, page_measuring
 
 # A rating is 28 short answers; 256 KB leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
@@ -157,9 +157,10 @@ class Rate(Page):
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
 
     def before_next_page(self, turn: Turn, answers: Submission) -> Visit:
-        """Record the rating with its slot; a retry of one recorded changes nothing. It may
-        come after the page was left (a double click on the last episode), so it is read
-        whatever the current page: the assignment must be this visit's."""
+        """Record the rating with its slot and its page's measures; a retry of one recorded
+        (other measures included) changes nothing. It may come after the page was left (a
+        double click on the last episode), so it is read whatever the current page: the
+        assignment must be this visit's."""
         study, visit = turn.study, turn.visit
         assignment = leases.find(turn.engine, answers.assignment, visit.participant_id)
         if assignment is None or assignment.visit_id != visit.id:
@@ -168,11 +169,8 @@ class Rate(Page):
         if problems:
             raise NotAccepted(problems)
         settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode,
-                                study.adaptive)
-        if answers.typing:
-            record_typing(turn.engine, settled.id, answers.typing)
-        if answers.visible_seconds is not None:
-            record_visible(turn.engine, settled.id, answers.visible_seconds)
+                                study.adaptive, typing=answers.typing,
+                                visible_seconds=answers.visible_seconds)
         if settled.state == "saving":
             turn.gateway.writer.rating_recorded()
         # Read again: how many this visit has rated is what the rating changed.

@@ -82,6 +82,8 @@ from .store import (
     slots,
     visits,
 )
+from .typing_counts import TypingCounts, add_typing
+from .visible import add_visible
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -476,14 +478,18 @@ def find(engine: Engine, key: str, participant_id: int) -> Assignment | None:
 
 
 def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]],
-           k: int, adaptive: Adaptive | None = None) -> Assignment:
-    """Record the submission of ``assignment`` once; returns it as now stored.
+           k: int, adaptive: Adaptive | None = None, *,
+           typing: TypingCounts | None = None,
+           visible_seconds: float | None = None) -> Assignment:
+    """Record the submission of ``assignment`` once, with what its page measured (``typing``
+    counts, ``visible_seconds``, where sent); returns it as now stored.
 
     ``saving`` when it holds a slot or is a gold episode (it is then sent to Label Studio),
     ``surplus`` when every slot of its episode went to others after its lease expired. A
-    second call (a double click, a retried request) changes nothing and returns the first
-    outcome. A rating on a slot above ``k`` is recorded in ``added_ratings``; with
-    ``adaptive``, a rating that completes its episode's slots may add one (``_add_slot``).
+    second call (a double click, a retried request, a replay with other measures) changes
+    nothing and returns the first outcome. A rating on a slot above ``k`` is recorded in
+    ``added_ratings``; with ``adaptive``, a rating that completes its episode's slots may add
+    one (``_add_slot``).
     """
     moment = now()
     with engine.begin() as conn:
@@ -516,10 +522,15 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
             slot = _take_slot(conn, row.study, row.task_id, moment, done)
             state = "surplus" if slot is None else "saving"
         shown = aware(row.first_shown_at) or aware(row.assigned_at)
+        lead_time = (moment - shown).total_seconds()
         conn.execute(update(assignments).where(assignments.c.id == row.id).values(
             state=state, submitted_at=moment, late=int(late), results=results,
-            lead_time=(moment - shown).total_seconds(),
+            lead_time=lead_time,
         ))
+        if typing is not None:
+            add_typing(conn, row.id, typing)
+        if visible_seconds is not None:
+            add_visible(conn, row.id, visible_seconds, lead_time)
         if slot is not None and slot > k:
             conn.execute(insert(added_ratings).values(assignment_id=row.id, slot=slot))
         if slot is not None and adaptive is not None:

@@ -2,7 +2,7 @@
 and the researcher's decisions read back.
 
 ``review_rows`` reads the gateway's database alone. Each submitted rating of a visit becomes a
-``flags.Annotation`` (its flat form, the words of the dialogue it showed, its lead time, its
+``flags.Annotation`` (its flat form, the words of the dialogue it showed, its time on task, its
 typing counts, the other participants' ratings of the same episode and the episode's gold
 reference, if any) and every flag of ``flags.FLAGS`` runs on it with the study's thresholds.
 A row holds:
@@ -20,7 +20,10 @@ A row holds:
 - ``gold_distance``: the largest |score - reference| over the visit's gold ratings (empty
   without one); ``qualification``: ``passed`` / ``failed`` once a qualification visit was scored;
 - ``suggested`` and ``rule``: the suggestion and the rule of ``RULES`` that made it;
-  ``details``: what each flag that fired found, for the researcher;
+  ``details``: what each flag that fired found, each rating whose page claimed more time than
+  the gateway saw pass (``time_clipped``) and each whose typing is not measured
+  (``typing_not_measured``: no counts, or counts its text or time on task belie), for the
+  researcher;
 - ``decision``, ``message``, ``category``: for the researcher to edit, filled with the decision
   recorded before, else the suggestion. ``message`` is written for the participant (it is what
   a rejection sends): which checks failed, never anything of another participant.
@@ -31,8 +34,9 @@ study, it awaits no decision on Prolific); in a qualification round the verdict 
 approve for a passer and ``screened_out`` for whoever failed (given the screen-out code,
 Prolific does not await its review: payment sends nothing for it); reject when the gold
 distance flag fired on most of the visit's gold ratings, or straight-lining on every rating;
-look when the visit is unfinished, or any flag fired. A message never tells of references or
-how many conversations had one, which would give hidden gold away.
+look when the visit is unfinished, a rating's time was clipped, any flag fired, or a rating's
+typing is not measured. A message never tells of references or how many conversations had
+one, which would give hidden gold away.
 
 ``write_review`` writes the rows as CSV, every text cell a spreadsheet would evaluate made text
 (``exporter.cells``), the file replaced whole; a file there holding other decisions than it
@@ -79,6 +83,7 @@ from .flags import (
     Typing,
     flag_annotation,
     largest_distance,
+    measured_typing,
 )
 from .leases import COUNTED
 from .prolific import InvalidRejection, rejection
@@ -95,7 +100,7 @@ from .store import (
     visits,
 )
 from .typing_counts import recorded_typing
-from .visible import recorded_visible
+from .visible import clipped, recorded_visible
 
 UNFINISHED = "unfinished"
 NOT_ADMITTED = "not_admitted"
@@ -146,6 +151,19 @@ class Rated:
     seconds: float | None  # on task: the page's visible time where measured, else lead time
     distance: int | None  # the largest |score - reference|, for a gold rating
     flags: tuple[FlagResult, ...]
+    claimed: float | None = None  # the page's visible seconds, where more than ``seconds``
+    unmeasured: str = ""  # why its typing counts are not measured ("" when they are)
+
+    def findings(self) -> list[tuple[str, str]]:
+        """What the researcher reads of the rating: each flag that fired, a clipped time and
+        typing not measured, with what was found."""
+        found = [(result.name, result.detail) for result in self.flags if result.fired]
+        if self.claimed is not None:
+            found.append(("time_clipped", f"the page claimed {self.claimed:.0f} s, the gateway "
+                                          f"saw {self.seconds:.0f} s pass"))
+        if self.unmeasured:
+            found.append(("typing_not_measured", self.unmeasured))
+        return found
 
 
 @dataclass(frozen=True)
@@ -207,7 +225,13 @@ RULES: tuple[Rule, ...] = (
     Rule("straight_lining", "reject", "LOW_EFFORT", _FAILED_CHECKS,
          _everywhere("straight_lining")),
     Rule(UNFINISHED, "look", "NO_CODE", _UNFINISHED, lambda visit: visit.outcome == UNFINISHED),
+    # A page that claims more time than passed is no page of the gateway's as it was sent.
+    Rule("time_clipped", "look", "FAILED_CHECK", _FAILED_CHECKS,
+         lambda visit: any(rated.claimed is not None for rated in visit.rated)),
     Rule("flagged", "look", "LOW_EFFORT", _FAILED_CHECKS, _any_fired),
+    # Whether rationales were pasted is unknown: never approved as if they were typed.
+    Rule("typing_not_measured", "look", "FAILED_CHECK", _FAILED_CHECKS,
+         lambda visit: any(rated.unmeasured for rated in visit.rated)),
 )
 APPROVE = Rule("clean", "approve", "", "", lambda visit: True)
 
@@ -297,7 +321,7 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
     typed = recorded_typing(engine, flat)
     # Time on task: the page's visible time where the page measured it (Label Studio's lead
     # time runs on while the participant is elsewhere).
-    visible = recorded_visible(engine, flat)
+    visible, claimed = recorded_visible(engine, flat), clipped(engine, flat)
     seconds = {row.id: visible.get(row.id, row.lead_time) for row in rows}
     judged = thresholds(study)
     by_task: dict[int, list[Any]] = defaultdict(list)
@@ -314,7 +338,8 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
         rated[row.visit_id].append(Rated(
             row.task_id, reference is not None, seconds[row.id],
             abs(farthest[1] - farthest[2]) if farthest else None,
-            flag_annotation(annotation, judged)))
+            flag_annotation(annotation, judged), claimed.get(row.id),
+            measured_typing(annotation)[1]))
     return rated
 
 
@@ -355,8 +380,8 @@ def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, A
     row |= {
         "gold_distance": max(distances) if distances else None,
         "qualification": visit.qualification, "suggested": rule.decision, "rule": rule.name,
-        "details": "; ".join(f"task {r.task_id}: {result.name}: {result.detail}"
-                             for r in visit.rated for result in r.flags if result.fired),
+        "details": "; ".join(f"task {r.task_id}: {name}: {detail}"
+                             for r in visit.rated for name, detail in r.findings()),
     }
     if recorded is not None:
         return row | {"decision": recorded.decision, "message": recorded.message or "",

@@ -16,7 +16,7 @@ from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_fig
 from .saving import MAX_DELAY_SECONDS, SWEEP_SECONDS
 from .settings import StudyFile, without_password
 from .store import assignments, aware, gold, now, participants, slots, visits
-from .visible import Quartiles, participant_quartiles, visible_quartiles
+from .visible import Quartiles, clipped_count, participant_quartiles, visible_quartiles
 
 
 # A rating waiting this long has missed several of the writers' sweeps after the longest the
@@ -50,6 +50,7 @@ class StudyStatus:
     added: AddedSlots = AddedSlots(0, 0)  # by adaptive extra raters, for disagreeing episodes
     visible: Quartiles | None = None  # minutes per episode the rating page was visible, focused
     visible_participants: Quartiles | None = None  # the same summed per participant
+    clipped: int = 0  # ratings whose page claimed more visible time than passed: clipped
     agreement: Snapshot | None = None  # the running agreement, when asked for and rated
     pay: HourlyPay | None = None  # the study's reward per hour of the median visit
     users_waiting: int = 0  # participants whose first rating waits: their Label Studio user too
@@ -81,6 +82,7 @@ class StudyStatus:
             f"  visible time per episode: {_visible(self.visible, 'ratings')}",
             "  visible time per participant: "
             + _visible(self.visible_participants, "participants"),
+            *self._clipped_lines(),
             *(f"  {line}" for line in pay_lines(study, self.pay)),
             *self._stuck_lines(),
             *self._failure_lines(options),
@@ -104,6 +106,14 @@ class StudyStatus:
         return [f"  extra slots opened:   {self.added.opened} ({self.added.rated} rated; an "
                 f"episode whose ratings differ by more than {study.adaptive.threshold} gets one, "
                 f"up to {study.adaptive.max_raters} raters)"]
+
+    def _clipped_lines(self) -> list[str]:
+        """How many ratings' pages claimed more time than the gateway saw pass, if any."""
+        if not self.clipped:
+            return []
+        return [f"  visible time clipped: {_many(self.clipped, 'rating')} whose page claimed "
+                "more time than passed from its first showing to its submission, counted as "
+                "that time (`study review` names them)"]
 
     def _backlog(self) -> str:
         """What waits for Label Studio: ratings (the oldest's age), the users of participants
@@ -229,6 +239,7 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         added=added_slots(engine, name, k),
         visible=visible_quartiles(engine, name),
         visible_participants=participant_quartiles(engine, name),
+        clipped=clipped_count(engine, name),
         pay=hourly_pay(engine, study),
         agreement=_running_agreement(engine, study) if agreement else None,
         users_waiting=users_waiting,

@@ -28,7 +28,8 @@ Screening and paying a study:
 - ``typing``: how each rationale of a submission came in, pasted or typed (the rating page
   counts the characters).
 - ``visible_time``: the seconds a submission's rating page was visible and focused (the rating
-  page measures them): time on task, where ``lead_time`` counts from the page first shown.
+  page measures them): time on task, where ``lead_time`` counts from the page first shown;
+  never more than ``lead_time``, the page's figure kept in ``clipped_times`` where it was.
 - ``qualification_results``: a qualification visit's score, once it completed.
 - ``allow_list``: who passed a qualification round, by its study name; a main study that
   requires the round admits only them.
@@ -214,6 +215,15 @@ visible_time = Table(
     "visible_time", metadata,
     Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
     Column("seconds", Float, nullable=False),
+)
+
+# A page's visible seconds where they exceeded the time from its page first shown to its
+# submission (``visible_time`` keeps that time instead). A table of its own, so that databases
+# made before it get it too.
+clipped_times = Table(
+    "clipped_times", metadata,
+    Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
+    Column("claimed", Float, nullable=False),
 )
 
 qualification_results = Table(

@@ -2,13 +2,15 @@
 
 The rating page (``static/gateway.js``) counts them per rationale field while the participant
 writes, and sends them with the rating as ``typing``; the gateway keeps them in the ``typing``
-table with the settled assignment, once, for the ``pasted_rationale`` flag (``flags``). A count
-is of characters inserted, so text typed or pasted and then deleted counts too.
+table as it settles the assignment (``add_typing``), once, for the ``pasted_rationale`` flag
+(``flags``). A count is of characters inserted, so text typed or pasted and then deleted counts
+too.
 
-A submission's ``typing`` names rubric rationale fields only, each count a whole number from 0
-to ``MOST_CHARACTERS``: anything else is refused (a 400 naming ``typing``) rather than dropped,
-since the page never sends it. A page made before the counts sends no ``typing``; its rating is
-saved all the same, without counts.
+A submission's ``typing`` names rubric rationale fields only, each count a whole number (a JSON
+integer) from 0 to ``MOST_CHARACTERS``: anything else is refused (a 400 naming ``typing``)
+rather than dropped, since the page never sends it. A page made before the counts sends no
+``typing``; its rating is saved all the same, without counts. The counts are kept as the page
+sent them; ``flags.measured_typing`` judges them against the text and the time on task.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, insert, select
 
 from .flags import RATIONALE_FIELDS, Typing
-from .store import insert_once, typing
+from .store import typing
 
 # The page stops counting here. A submission holds far fewer characters, but text deleted
 # after it came in counts too, so the bound only has to stop absurd numbers.
@@ -46,12 +48,11 @@ def page_counting() -> dict[str, object]:
     return {"fields": list(RATIONALE_FIELDS), "most": MOST_CHARACTERS}
 
 
-def record_typing(engine: Engine, assignment_id: int, counts: dict[str, Typing]) -> None:
-    """Keep the counts of a settled assignment; a second submission of it keeps the first."""
-    insert_once(engine, typing, {
-        "assignment_id": assignment_id,
-        "counts": {name: counted.model_dump() for name, counted in counts.items()},
-    })
+def add_typing(conn: Connection, assignment_id: int, counts: dict[str, Typing]) -> None:
+    """Keep the counts of an assignment the transaction settles."""
+    conn.execute(insert(typing).values(
+        assignment_id=assignment_id,
+        counts={name: counted.model_dump() for name, counted in counts.items()}))
 
 
 def recorded_typing(engine: Engine, assignment_ids: Iterable[int]) -> dict[int, dict[str, Typing]]:
