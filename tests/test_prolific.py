@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prolific_stand_in import TOKEN, StandIn, serving
 
-from sotopia_ls.study.prolific import (
+from sotopia_ls.study.payment.prolific import (
     REJECTION_CATEGORIES,
     Prolific,
     ProlificError,
