@@ -2,10 +2,12 @@
 
 One package laid out as it installs. The core (rubric, score and episode models, the labeling
 config, the one boundary to Label Studio in ``labelstudio``, the LLM judge, the command line)
-sits at this level; the four subpackages are:
+sits at this level; the subpackages are:
 
 - ``importer``    episode formats → ``Episode`` (each format one object in ``FORMATS``)
-- ``exporter``    annotations → Sotopia scores, tables and the report (sections in ``SECTIONS``)
+- ``exporter``    annotations → Sotopia scores and tables
+- ``statistics``  agreement statistics, for the report and the study's live dashboard
+- ``report``      the HTML report (sections in ``SECTIONS``)
 - ``ml_backend``  the optional label-studio-ml pre-annotation backend
 - ``study``       the participant gateway for crowd studies (pages in ``PAGE_SEQUENCE``)
 

@@ -86,7 +86,7 @@ _SIDE_PANELS_CSS = """
 # Label Studio 1.23 puts above the panel (48 px, and 42 more in the data manager) and the
 # Submit bar (50 px) laid over its bottom. Narrower screens keep one column: context,
 # dialogue, ratings. The study gateway's page sizes the column for its own bars
-# (study/static/gateway.css).
+# (study/serving/static/gateway.css).
 _TWO_COLUMNS = "1000px"
 _COLUMNS_CSS = f"""
 @media (min-width: {_TWO_COLUMNS}) {{

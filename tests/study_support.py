@@ -29,7 +29,7 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, create_project, import_batch
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.samples import SAMPLES
-from sotopia_ls.study.editor import find_editor
+from sotopia_ls.study.serving.editor import find_editor
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
 from sotopia_ls.study.store import assignments, gold, slots
 

@@ -41,8 +41,8 @@ from sotopia_ls.labelstudio.interface import sdk_config
 from sotopia_ls.labelstudio.push import import_episodes
 from sotopia_ls.labelstudio.tasks import GOLD
 from sotopia_ls.scores import DISAGREEMENT_THRESHOLD, scores_disagree
-from sotopia_ls.study import leases
 from sotopia_ls.study.settings import Adaptive
+from sotopia_ls.study.slots import leases
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL = "goal"

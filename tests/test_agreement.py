@@ -16,16 +16,16 @@ from statsmodels.stats.inter_rater import fleiss_kappa
 
 from conftest import read_study
 from sotopia_ls.dimensions import DIMENSION_KEYS, RUBRIC
-from sotopia_ls.exporter.agreement import agreement_breakdown, agreement_table, rubric_binarize
-from sotopia_ls.exporter.bootstrap import Bootstrap
-from sotopia_ls.exporter.comparison import (
+from sotopia_ls.statistics.agreement import agreement_breakdown, agreement_table, rubric_binarize
+from sotopia_ls.statistics.bootstrap import Bootstrap
+from sotopia_ls.statistics.comparison import (
     annotator_table,
     human_vs_model,
     paired_scores,
     qualification,
 )
-from sotopia_ls.exporter.reliability import randolph_kappa
-from sotopia_ls.exporter.sotopia_pi import sotopia_pi_figures
+from sotopia_ls.statistics.reliability import randolph_kappa
+from sotopia_ls.statistics.sotopia_pi import sotopia_pi_figures
 
 UNIT = ["episode_id", "agent"]
 NO_INTERVALS = Bootstrap(resamples=0)

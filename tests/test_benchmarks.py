@@ -32,7 +32,7 @@ from benchmarks.study_pace import (
 )
 from sotopia_ls.config import labeling_config
 from sotopia_ls.labelstudio.tasks import episode_to_task
-from sotopia_ls.study.shown import ShownFields
+from sotopia_ls.study.serving.shown import ShownFields
 
 REPO = Path(__file__).resolve().parents[1]
 GATEWAY = "http://127.0.0.1:8000"

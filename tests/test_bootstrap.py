@@ -15,14 +15,14 @@ import pingouin
 import pytest
 from scipy import stats
 
-from sotopia_ls.exporter.bootstrap import (
+from sotopia_ls.statistics.bootstrap import (
     Bootstrap,
     Draw,
     moments,
     pearson_from_moments,
     weighted_spearman,
 )
-from sotopia_ls.exporter.reliability import UNIT, alpha_and_icc, episode_sums, rated_units
+from sotopia_ls.statistics.reliability import UNIT, alpha_and_icc, episode_sums, rated_units
 
 from conftest import study_long
 

@@ -27,13 +27,13 @@ from conftest import results_of, task_ids
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS
 from sotopia_ls.exporter import export_project
-from sotopia_ls.exporter.comparison import PANELS
-from sotopia_ls.exporter.report import report_export
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.judge import evaluation_prompt
 from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.labelstudio.tasks import EVALUATION, JUDGES, episode_to_task
+from sotopia_ls.report.build import report_export
+from sotopia_ls.statistics.comparison import PANELS
 
 API_KEY = "sk-stub-key-never-shown-0123456789"
 JUDGE_A, JUDGE_B = "judge-a", "judge-b"

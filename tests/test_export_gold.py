@@ -23,10 +23,10 @@ from test_study_gold import reference_of
 from sotopia_ls.errors import InvalidInput
 from sotopia_ls.exporter import export_file as export_json
 from sotopia_ls.exporter import export_project
-from sotopia_ls.exporter.report import build_report
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.tasks import GOLD
-from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.report.build import build_report
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.store import open_store
 
 GOLD_RATERS = 5

@@ -25,11 +25,11 @@ from click.testing import CliRunner
 from conftest import row_results, sotopia_python, task_ids
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, rating_name, reasoning_name
 from sotopia_ls.exporter import ExportResult, export_project
-from sotopia_ls.exporter.agreement import agreement_table
 from sotopia_ls.exporter.commands import export_command, report_command
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import task_payload
+from sotopia_ls.statistics.agreement import agreement_table
 
 pytestmark = pytest.mark.server
 

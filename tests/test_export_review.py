@@ -27,10 +27,11 @@ from sotopia_ls.exporter.tables import LONG_ROWS_PER_ANNOTATION, WIDE_COLUMNS
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import create_project, import_batch, update_task_meta
 from sotopia_ls.labelstudio.tasks import REVIEW, episode_to_task
-from sotopia_ls.study import arrival, leases
-from sotopia_ls.study.arrival import ProlificParameters
 from sotopia_ls.study.protocol import study_protocol
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.arrival import ProlificParameters
 from sotopia_ls.study.settings import Qualification, read_study, write_study
+from sotopia_ls.study.slots import leases
 from sotopia_ls.study.store import (
     assignments,
     decisions,

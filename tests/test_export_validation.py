@@ -21,11 +21,11 @@ from conftest import results_of, task_ids
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
 from sotopia_ls.exporter import export_project
 from sotopia_ls.exporter.commands import export_command
-from sotopia_ls.exporter.report import build_report
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
+from sotopia_ls.report.build import build_report
 
 pytestmark = pytest.mark.server
 

@@ -6,7 +6,7 @@ import pydantic
 import pytest
 
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
-from sotopia_ls.study.flags import (
+from sotopia_ls.study.screening.flags import (
     FLAGS,
     Annotation,
     Flag,

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from sotopia_ls.exporter.comparison import held_out_rows, model_vs_human_noise
+from sotopia_ls.statistics.comparison import held_out_rows, model_vs_human_noise
 
 EPISODES = 80
 NOISE = 1.5

@@ -15,7 +15,7 @@ import pytest
 from hostile_server import LIMIT, hostile
 from prolific_stand_in import TOKEN, StandIn, serving
 
-from sotopia_ls.study.prolific import (
+from sotopia_ls.study.payment.prolific import (
     REJECTION_CATEGORIES,
     Prolific,
     ProlificError,

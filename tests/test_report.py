@@ -12,8 +12,8 @@ import pytest
 from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.exporter import Tally
 from sotopia_ls.exporter.commands import report_command
-from sotopia_ls.exporter.plots import ALPHA_CHART_ALT, alpha_chart
-from sotopia_ls.exporter.report import build_report
+from sotopia_ls.report.build import build_report
+from sotopia_ls.report.plots import ALPHA_CHART_ALT, alpha_chart
 
 from conftest import invoke, read_study
 

@@ -13,12 +13,12 @@ from irrCAC.weights import Weights
 
 from sotopia_ls.dimensions import DIMENSIONS, RUBRIC
 from sotopia_ls.exporter import Tally
-from sotopia_ls.exporter.bootstrap import Bootstrap, Draw
-from sotopia_ls.exporter.gwet import resampled_coefficients
-from sotopia_ls.exporter.page import note, section, table
-from sotopia_ls.exporter.reliability import category_counts
-from sotopia_ls.exporter.report import build_report
-from sotopia_ls.exporter.sections import SECTIONS, Section
+from sotopia_ls.report.build import build_report
+from sotopia_ls.report.page import note, section, table
+from sotopia_ls.report.sections import SECTIONS, Section
+from sotopia_ls.statistics.bootstrap import Bootstrap, Draw
+from sotopia_ls.statistics.gwet import resampled_coefficients
+from sotopia_ls.statistics.reliability import category_counts
 
 from conftest import read_study
 
@@ -87,7 +87,7 @@ def test_a_section_reads_only_the_earlier_sections_it_names_and_the_list_is_chec
 
 
 def test_importing_the_report_sets_up_no_plotting_until_a_plot_is_drawn():
-    program = ("import sys\nimport sotopia_ls.exporter.report\n"
+    program = ("import sys\nimport sotopia_ls.report.build\n"
                "print(sorted(name for name in sys.modules if name.startswith('matplotlib')))")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           check=True, timeout=120)

@@ -24,7 +24,7 @@ from chat_stub import chat_stub
 from conftest import results_of, sotopia_python, task_ids
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
-from sotopia_ls.exporter.comparison import PANELS
+from sotopia_ls.statistics.comparison import PANELS
 
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "## A study from oTree files to a human-vs-model figure"

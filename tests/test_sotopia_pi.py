@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from sotopia_ls.dimensions import DIMENSION_KEYS, RUBRIC
-from sotopia_ls.exporter.reliability import UNIT
-from sotopia_ls.exporter.sotopia_pi import sotopia_pi_figures
+from sotopia_ls.statistics.reliability import UNIT
+from sotopia_ls.statistics.sotopia_pi import sotopia_pi_figures
 
 from conftest import study_long
 

@@ -40,12 +40,12 @@ from sotopia_ls.exporter.commands import export_command
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.labelstudio.tasks import ADDED_SLOTS
-from sotopia_ls.study import leases, marks
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.live import Snapshot, save_snapshot
-from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.live.figures import Snapshot, save_snapshot
+from sotopia_ls.study.outbox import marks
+from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.process import start_gateway
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import (
     DATABASE_ENV,
     StudyFile,
@@ -53,6 +53,7 @@ from sotopia_ls.study.settings import (
     without_password,
     write_study,
 )
+from sotopia_ls.study.slots import leases
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import (
     assignments,

@@ -26,9 +26,9 @@ from sotopia_ls.cli import main
 from sotopia_ls.errors import StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.flow import NOT_ADMITTED
-from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.flow import NOT_ADMITTED
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.store import allow_list, insert_once, now, open_store, visits
 
 pytestmark = pytest.mark.server

@@ -34,18 +34,19 @@ from study_support import (
 
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import arrival, leases
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.arrival import ProlificParameters
-from sotopia_ls.study.flags import RATIONALE_FIELDS, Typing
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.hourly import hourly_pay
-from sotopia_ls.study.review import review_rows
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.slots import leases
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.arrival import ProlificParameters
+from sotopia_ls.study.screening.flags import RATIONALE_FIELDS, Typing
+from sotopia_ls.study.serving.gateway import prepare_gateway
+from sotopia_ls.study.payment.hourly import hourly_pay
+from sotopia_ls.study.screening.review import review_rows
 from sotopia_ls.study.settings import StudyFile
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import assignments, open_store
-from sotopia_ls.study.typing_counts import recorded_typing
-from sotopia_ls.study.visible import clipped, recorded_visible
+from sotopia_ls.study.screening.typing_counts import recorded_typing
+from sotopia_ls.study.screening.visible import clipped, recorded_visible
 
 A_DAY = 24 * 3600.0
 # Minutes the honest participant spends on their episode, 4 of them with the page in front.

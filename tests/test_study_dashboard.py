@@ -41,15 +41,16 @@ from test_study_qualification import completed, round_database
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import RUBRIC
 from sotopia_ls.errors import StudyError
-from sotopia_ls.exporter.report import report_project
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import arrival, live
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.dashboard import participant_rows
-from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.report.build import report_project
+from sotopia_ls.study.live import figures as live
+from sotopia_ls.study.live.dashboard import participant_rows
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.serve import dashboard_notice
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import DASHBOARD_TOKEN_ENV, StudyFile
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import agreement_snapshots, open_store

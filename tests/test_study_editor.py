@@ -31,8 +31,8 @@ from study_support import make_study
 from sotopia_ls.cli import main
 from sotopia_ls.errors import StudyError
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import editor
-from sotopia_ls.study.editor import (
+from sotopia_ls.study.serving import editor
+from sotopia_ls.study.serving.editor import (
     APP,
     DISTRIBUTION,
     EDITOR_DIR_ENV,

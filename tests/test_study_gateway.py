@@ -40,10 +40,10 @@ from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.saving import save_all_waiting
-from sotopia_ls.study.security import SECURITY_HEADERS
+from sotopia_ls.study.outbox.saving import save_all_waiting
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import prepare_gateway
+from sotopia_ls.study.serving.security import SECURITY_HEADERS
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
 from sotopia_ls.study.store import assignments, open_store, participants, visits
 

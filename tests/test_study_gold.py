@@ -52,13 +52,14 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, import_batch, project_task_data
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import EPISODE_ID
-from sotopia_ls.study import arrival, leases
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.gold import csv_references
+from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.process import gateway
-from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.screening.gold import csv_references
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import StudyFile
+from sotopia_ls.study.slots import leases
 from sotopia_ls.study.store import assignments, episodes, gold, open_store, slots
 
 SECRET = secrets.token_urlsafe(32)

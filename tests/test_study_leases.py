@@ -16,9 +16,10 @@ import pytest
 from sqlalchemy import Engine, select
 
 from study_support import check_invariants, make_study, prolific_id
-from sotopia_ls.study import arrival, leases
-from sotopia_ls.study.arrival import ProlificParameters
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.arrival import ProlificParameters
 from sotopia_ls.study.settings import StudyFile, without_password
+from sotopia_ls.study.slots import leases
 from sotopia_ls.study.store import assignments, open_store, slots
 
 POSTGRES = Path(__file__).resolve().parents[1] / "scripts" / "postgres"

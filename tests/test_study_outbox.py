@@ -23,9 +23,9 @@ from test_study_gateway import Study
 from sotopia_ls.cli import main
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.leases import FailedSave
-from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.settings import DATABASE_ENV
+from sotopia_ls.study.slots.leases import FailedSave
 from sotopia_ls.study.status import StudyStatus, study_options
 from sotopia_ls.study.store import assignments, slots
 

@@ -42,11 +42,11 @@ from test_study import fill, open_rating
 from test_study_typing import served_with_chromium
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.gateway import Gateway, prepare_gateway
-from sotopia_ls.study.overload import Limits
-from sotopia_ls.study.security import SECURITY_HEADERS
 from sotopia_ls.study.serve import server_settings
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import Gateway, prepare_gateway
+from sotopia_ls.study.serving.overload import Limits
+from sotopia_ls.study.serving.security import SECURITY_HEADERS
 from sotopia_ls.study.store import assignments, open_store
 
 pytestmark = pytest.mark.server

@@ -38,11 +38,11 @@ from study_support import (
 from test_study import browser, fill, open_rating  # noqa: F401  (browser: a fixture)
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import free_port
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.flow import PAGE_SEQUENCE
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.page import Form, Page
-from sotopia_ls.study.security import GatewayH11Protocol
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.flow import PAGE_SEQUENCE
+from sotopia_ls.study.serving.gateway import prepare_gateway
+from sotopia_ls.study.serving.page import Form, Page
+from sotopia_ls.study.serving.security import GatewayH11Protocol
 from sotopia_ls.study.store import open_store, page_answers, participants, visits
 
 pytestmark = [

@@ -25,11 +25,11 @@ from study_support import make_study, prolific_id
 
 from sotopia_ls.cli import main
 from sotopia_ls.errors import StudyError
-from sotopia_ls.study import arrival
-from sotopia_ls.study.arrival import ProlificParameters
-from sotopia_ls.study.payment import Payment, apply_decisions
-from sotopia_ls.study.prolific import Prolific
-from sotopia_ls.study.review import read_review, record_decisions
+from sotopia_ls.study.payment.apply import Payment, apply_decisions
+from sotopia_ls.study.payment.prolific import Prolific
+from sotopia_ls.study.screening.review import read_review, record_decisions
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.arrival import ProlificParameters
 from sotopia_ls.study.settings import StudyFile, write_study
 from sotopia_ls.study.store import (
     allow_list,
@@ -87,7 +87,7 @@ def ids(engine: Engine, visit: arrival.Visit) -> tuple[str, str]:
 def decide(engine: Engine, visit: arrival.Visit, decision: str, message: str | None = None,
            category: str | None = None) -> None:
     # Straight into the decisions table, as reading the edited review file records them
-    # (study/review.py's read_review); this suite is about what happens after.
+    # (study/screening/review.py's read_review); this suite is about what happens after.
     with engine.begin() as conn:
         conn.execute(insert(decisions).values(
             visit_id=visit.id, decision=decision, message=message, category=category,

@@ -47,11 +47,13 @@ from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import arrival, leases, qualification
-from sotopia_ls.study.app import SESSION_COOKIE, create_app
-from sotopia_ls.study.flow import NOT_ADMITTED
-from sotopia_ls.study.gateway import prepare_gateway
+from sotopia_ls.study.screening import qualification
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.app import SESSION_COOKIE, create_app
+from sotopia_ls.study.serving.flow import NOT_ADMITTED
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import StudyFile
+from sotopia_ls.study.slots import leases
 from sotopia_ls.study.store import (
     allow_list,
     assignments,

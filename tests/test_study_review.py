@@ -26,12 +26,11 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
 from sotopia_ls.errors import LabelStudioError, StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.flags import FLAGS, FlagResult, FlagThresholds
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.prolific import MIN_REJECTION_MESSAGE
-from sotopia_ls.study.qualification import score_visit
-from sotopia_ls.study.review import (
+from sotopia_ls.study.outbox.saving import save_all_waiting
+from sotopia_ls.study.payment.prolific import MIN_REJECTION_MESSAGE
+from sotopia_ls.study.screening.flags import FLAGS, FlagResult, FlagThresholds
+from sotopia_ls.study.screening.qualification import score_visit
+from sotopia_ls.study.screening.review import (
     APPROVE,
     PARTICIPANT_WORDING,
     RULES,
@@ -48,7 +47,8 @@ from sotopia_ls.study.review import (
     suggestion,
     write_review,
 )
-from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import StudyFile, write_study
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import (

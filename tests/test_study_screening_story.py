@@ -37,11 +37,11 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, create_project, import_batch
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import qualification
-from sotopia_ls.study.app import create_app
-from sotopia_ls.study.flags import FlagThresholds
-from sotopia_ls.study.gateway import prepare_gateway
-from sotopia_ls.study.saving import save_all_waiting
+from sotopia_ls.study.outbox.saving import save_all_waiting
+from sotopia_ls.study.screening import qualification
+from sotopia_ls.study.screening.flags import FlagThresholds
+from sotopia_ls.study.serving.app import create_app
+from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import read_study
 from sotopia_ls.study.store import assignments, open_store, participants
 

@@ -31,7 +31,7 @@ from sotopia_ls.errors import StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.process import SOTOPIA_LS, GatewayProcess, gateway
-from sotopia_ls.study.security import SECURITY_HEADERS
+from sotopia_ls.study.serving.security import SECURITY_HEADERS
 from sotopia_ls.study.settings import SECRET_ENV, check_secret
 from sotopia_ls.study.store import assignments, open_store, participants
 

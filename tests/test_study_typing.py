@@ -36,10 +36,10 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, reasoning_name
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.results import read_json_results
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.flags import Annotation, flag_annotation
 from sotopia_ls.study.process import gateway
+from sotopia_ls.study.screening.flags import Annotation, flag_annotation
+from sotopia_ls.study.screening.typing_counts import MOST_CHARACTERS, recorded_typing
 from sotopia_ls.study.store import assignments, open_store
-from sotopia_ls.study.typing_counts import MOST_CHARACTERS, recorded_typing
 
 pytestmark = [
     pytest.mark.browser,

@@ -25,7 +25,7 @@ from test_study import fill, start_rating
 from test_study_typing import assignment_of, post, served_with_chromium
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.visible import MOST_SECONDS, recorded_visible
+from sotopia_ls.study.screening.visible import MOST_SECONDS, recorded_visible
 
 pytestmark = [
     pytest.mark.browser,

@@ -25,8 +25,8 @@ from study_support import wait_until_saved
 from test_study_gateway import Study
 from sotopia_ls.cli import main
 from sotopia_ls.labelstudio.client import Client
-from sotopia_ls.study.load import Load
-from sotopia_ls.study.saving import MAX_DELAY_SECONDS, PACED_BATCH, PACED_PAUSE, save_waiting
+from sotopia_ls.study.outbox.saving import MAX_DELAY_SECONDS, PACED_BATCH, PACED_PAUSE, save_waiting
+from sotopia_ls.study.serving.load import Load
 from sotopia_ls.study.store import aware, assignments
 
 pytestmark = pytest.mark.server

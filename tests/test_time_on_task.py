@@ -28,11 +28,12 @@ from sotopia_ls.cli import main
 from sotopia_ls.exporter.commands import export_command, report_command
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study import arrival, leases
-from sotopia_ls.study.arrival import ProlificParameters
-from sotopia_ls.study.hourly import hourly_pay
-from sotopia_ls.study.leases import Assignment
+from sotopia_ls.study.payment.hourly import hourly_pay
+from sotopia_ls.study.serving import arrival
+from sotopia_ls.study.serving.arrival import ProlificParameters
 from sotopia_ls.study.settings import Reward, StudyFile, read_study, write_study
+from sotopia_ls.study.slots import leases
+from sotopia_ls.study.slots.leases import Assignment
 from sotopia_ls.study.status import study_status
 from sotopia_ls.study.store import assignments, aware, open_store
 

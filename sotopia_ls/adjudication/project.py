@@ -21,7 +21,6 @@ from typing import Any
 from ..config import instructions_html
 from ..errors import LabelStudioError, ProjectNotFound
 from ..exporter.export import export_project
-from ..exporter.sections import gold_rows
 from ..labelstudio.client import (
     Client,
     Project,
@@ -33,6 +32,7 @@ from ..labelstudio.client import (
 )
 from ..labelstudio.push import DEFAULT_BATCH_SIZE
 from ..labelstudio.tasks import EPISODE_ID
+from ..report.sections import gold_rows
 from ..scores import DISAGREEMENT_THRESHOLD
 from .disputes import DISPUTES_KEY, EpisodeRatings, disputes_of, episode_ratings
 from .reading import read_disputes

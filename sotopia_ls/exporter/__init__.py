@@ -1,4 +1,4 @@
-"""Annotations → validated Sotopia scores, tables and an agreement report.
+"""Annotations → validated Sotopia scores and tables.
 
 The export reads top to bottom (``export``): read → validate → encode → write.
 
@@ -19,14 +19,10 @@ The export reads top to bottom (``export``): read → validate → encode → wr
 - ``rewrite``     the written chunk files rewritten for episodes found in several tasks
 - ``protocol``    ``protocol.json`` and ``protocol.md``: what a methods section needs
 - ``export``      ``export_project``, ``export_file`` → ``ExportResult`` (DataFrames, files)
-- ``agreement``   agreement per dimension
-- ``gwet``        Gwet's AC1 and AC2 per dimension (irrCAC)
-- ``comparison``  human vs model, qualification, per-annotator figures
 - ``review``      the study review's decisions counted, for the report
-- ``sections``    the report's sections, one object each, in one list (``SECTIONS``)
-- ``page``, ``plots``  the report's HTML and its plots (matplotlib set up at the first plot)
-- ``report``      ``build_report`` runs the sections; the self-contained HTML report
 - ``commands``    ``sotopia-ls export`` and ``sotopia-ls report``
+
+The agreement statistics are ``sotopia_ls.statistics``; the HTML report is ``sotopia_ls.report``.
 """
 
 from .accounting import ErrorRow, Tally

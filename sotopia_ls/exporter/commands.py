@@ -23,8 +23,8 @@ from ..adjudication.reading import (
 from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
+from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..study.settings import DATABASE_ENV
-from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from .export import ExportResult, Reading, export_file, export_project
 from .parallel import default_workers
 
@@ -259,7 +259,7 @@ def _study_records(studies: tuple[Path, ...], database: str | None
         return [], {}
     require_extra("study")
     from ..study.protocol import studies_protocol
-    from ..study.timing import annotation_times
+    from ..study.screening.timing import annotation_times
 
     return studies_protocol(studies, database), annotation_times(studies, database)
 
@@ -315,7 +315,7 @@ def report_command(
         sotopia-ls report --from-export results/ --scores adjudicated -o report/
     """
     require_extra("export")
-    from .report import report_export, report_file, report_project
+    from ..report.build import report_export, report_file, report_project
 
     _check_source(project, from_file, with_predictions, from_export)
     if from_export is not None and keep_identities:

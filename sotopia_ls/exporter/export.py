@@ -234,8 +234,9 @@ def export_project(
     carries the study review's decision from its task's meta (``review_decision``);
     ``exclude_rejected`` leaves out those marked reject, counted in ``tally.excluded``.
     ``studies`` are the study side's protocol records (``sotopia_ls.study.protocol``), merged
-    into ``protocol.json``; ``time_on_task`` (``sotopia_ls.study.timing.annotation_times``)
-    gives the annotations made through a study's gateway their time-on-task columns
+    into ``protocol.json``; ``time_on_task``
+    (``sotopia_ls.study.screening.timing.annotation_times``) gives the annotations made through
+    a study's gateway their time-on-task columns
     (``tables.TIME_COLUMNS``). ``adjudication`` (an adjudication project's id or title,
     ``sotopia_ls.adjudication``) adds its adjudicated ratings in their own files
     (``adjudicated_scores.csv``, ``adjudication_errors.jsonl``); the raw scores are the same

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..labelstudio.tasks import REJECT
+from ..report.page import counted
 from .collection import Collection
-from .page import counted
 
 PROTOCOL_FILES: tuple[str, ...] = ("protocol.json", "protocol.md")
 # A study record's ``kind`` when the study is a qualification round (else ``main study``).

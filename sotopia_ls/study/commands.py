@@ -18,8 +18,8 @@ from click.core import ParameterSource
 from ..errors import redacted
 from ..extras import require_extra
 from ..options import failures_as_messages, server_options
-from .editor import EDITOR_DIR_ENV, PINNED, fetch_editor
-from .prolific import API_URL, RETRIES, TOKEN_VARIABLE
+from .serving.editor import EDITOR_DIR_ENV, PINNED, fetch_editor
+from .payment.prolific import API_URL, RETRIES, TOKEN_VARIABLE
 from .settings import (
     DATABASE_ENV,
     DISAGREEMENT_THRESHOLD,
@@ -423,7 +423,7 @@ def retry_command(study_path: Path, database: str | None, assignments: tuple[int
     chosen = _chosen(assignments, every)
     _, _, store = _web_stack()
     from ..labelstudio.client import connect
-    from .saving import retry_saves
+    from .outbox.saving import retry_saves
 
     with failures_as_messages():
         study = read_study(study_path)
@@ -460,7 +460,7 @@ def shelve_command(study_path: Path, database: str | None, assignments: tuple[in
     """
     chosen = _chosen(assignments, every)
     _, _, store = _web_stack()
-    from .leases import shelve_failed
+    from .slots.leases import shelve_failed
 
     with failures_as_messages():
         study = read_study(study_path)
@@ -484,8 +484,8 @@ class _Payment:
 
     def carry_out(self, engine: Any, study: StudyFile) -> None:
         """Print the plan, write or send it; one line per failure and a non-zero exit."""
-        from .payment import apply_decisions
-        from .prolific import Prolific
+        from .payment.apply import apply_decisions
+        from .payment.prolific import Prolific
 
         with failures_as_messages():
             prolific = Prolific(self.token, base_url=self.api_url) if self.token else None
@@ -607,8 +607,8 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
                                "decisions: give one at a time")
     _, _, store = _web_stack()
     from ..labelstudio.client import connect
-    from .hourly import hourly_pay, pay_lines
-    from .review import record_review, write_review
+    from .payment.hourly import hourly_pay, pay_lines
+    from .screening.review import record_review, write_review
 
     with failures_as_messages():
         study = read_study(study_path)

@@ -19,10 +19,10 @@ from sqlalchemy import Engine, and_, func, select
 
 from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
-from .leases import COUNTED, added_slots
-from .qualification import verdicts
-from .review import DECISIONS, NOT_ADMITTED, thresholds
+from .screening.qualification import verdicts
+from .screening.review import DECISIONS, NOT_ADMITTED, thresholds
 from .settings import StudyFile, read_study
+from .slots.leases import COUNTED, added_slots
 from .store import (
     assignments,
     decisions,

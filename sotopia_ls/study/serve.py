@@ -13,17 +13,17 @@ from ..config import check_labeling_config
 from ..errors import StudyError
 from ..labelstudio.client import Client, find_project, server_release
 from ..ml_backend import is_loopback
-from .app import create_app
-from .editor import find_editor, release_notice
-from .gateway import (
+from .serving.app import create_app
+from .serving.editor import find_editor, release_notice
+from .serving.gateway import (
     add_new_episodes,
     check_required_round,
     prepare_gateway,
     project_config,
 )
-from .leases import Added
-from .security import GatewayH11Protocol
+from .serving.security import GatewayH11Protocol
 from .settings import StudyFile, new_study, write_study
+from .slots.leases import Added
 from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"

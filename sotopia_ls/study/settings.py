@@ -30,7 +30,7 @@ from pydantic import (
 from ..errors import StudyError, keep_secret
 from ..folders import write_file
 from ..scores import DISAGREEMENT_THRESHOLD
-from .flags import FlagThresholds
+from .screening.flags import FlagThresholds
 
 STUDY_FILE = Path("study.json")
 SECRET_ENV = "SOTOPIA_LS_STUDY_SECRET"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from sqlalchemy import Engine, and_, case, func, select
 
-from .hourly import HourlyPay, hourly_pay, pay_lines
-from .leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
-from .live import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
-from .saving import MAX_DELAY_SECONDS, SWEEP_SECONDS
+from .live.figures import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
+from .outbox.saving import MAX_DELAY_SECONDS, SWEEP_SECONDS
+from .payment.hourly import HourlyPay, hourly_pay, pay_lines
+from .screening.visible import Quartiles, clipped_count, participant_quartiles, visible_quartiles
 from .settings import StudyFile, without_password
+from .slots.leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
 from .store import assignments, aware, gold, now, participants, slots, visits
-from .visible import Quartiles, clipped_count, participant_quartiles, visible_quartiles
 
 
 # A rating waiting this long has missed several of the writers' sweeps after the longest the

@@ -1,0 +1,5 @@
+"""The agreement statistics: Krippendorff's alpha per dimension (``agreement``), Gwet's AC1 and
+AC2 (``gwet``), the rated units and counts they rest on (``reliability``), bootstrap intervals
+(``bootstrap``), human-vs-model and per-annotator comparisons (``comparison``) and Sotopia-pi's
+figures (``sotopia_pi``). Functions of a long table of scores that import nothing of the export
+pipeline, so the report and the study's live dashboard compute the same figures."""

@@ -1,0 +1,342 @@
+"""Quality flags: per annotation, from plain data, and their share per participant.
+
+An ``Annotation`` is one participant's ratings of one episode in the flat form
+(``sotopia_ls.scores``), with what else is known about it: the episode's word count, the time
+on task, how much of each rationale was pasted rather than typed, the other participants'
+ratings of the same episode and reference (gold) ratings. Each flag is one ``Flag`` in
+``FLAGS``; its thresholds live in ``FlagThresholds`` (one model, defaults here; a study file's
+``flags`` holds its own). ``flag_annotation`` runs every flag and knows none by name: a flag is one
+object added to the list (``flag_annotation(..., flags=FLAGS + (mine,))``).
+
+A flag's check answers None when the data it needs is not given (no time measured, no reference
+ratings): such an annotation is not judged by it, so ``participant_shares`` divides by the
+annotations judged, not by all. Every field is taken from the rubric, never named here.
+Typing counts come from the participant's browser: ``measured_typing`` keeps those the text and
+the time on task make possible, and the rest are not measured (README: "what the server
+checks").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+
+from ...dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+from ...scores import RATING_FIELDS, Evaluation
+
+if TYPE_CHECKING:  # pandas only for ``participant_shares``: the study file imports this module
+    import pandas as pd
+
+FlatForm = dict[str, Any]
+RATIONALE_FIELDS: tuple[str, ...] = tuple(
+    reasoning_name(d.key, agent) for agent in AGENTS for d in DIMENSIONS
+)
+# Each rating field's (lowest, highest) score.
+_BOUNDS: dict[str, tuple[int, int]] = {
+    rating_name(d.key, agent): (d.range_low, d.range_high) for agent in AGENTS for d in DIMENSIONS
+}
+# Characters a person types in a second, at the most: twice the fastest typists' (about 240
+# words a minute), since a phone's keyboard counts a word again each time it corrects it.
+MOST_TYPED_PER_SECOND = 40
+
+
+class FlagThresholds(BaseModel):
+    """Every flag's threshold, with its default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_rationale_words: int = Field(5, ge=1, description="a rationale under this many words is short")
+    repeat_count: int = Field(2, ge=2, description="one rationale this many times is repeated")
+    copy_min_chars: int = Field(
+        30, ge=1, description="rationales shorter than this (normalized) are not compared "
+        "across participants: short answers agree by chance"
+    )
+    copy_similarity: float = Field(0.9, gt=0, le=1, description="SequenceMatcher ratio of a copy")
+    words_per_minute: float = Field(250, gt=0, description="reading speed of the time estimate")
+    reading_factor: float = Field(1.0, gt=0, description="share of the reading time required")
+    pasted_share: float = Field(0.8, gt=0, le=1, description="pasted share of a pasted rationale")
+    gold_distance: int = Field(2, ge=0, description="largest |score - reference| allowed")
+
+
+class Typing(BaseModel):
+    """How a rationale's characters came in: pasted or typed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pasted: StrictInt = Field(ge=0)
+    typed: StrictInt = Field(ge=0)
+
+    @property
+    def characters(self) -> int:
+        return self.pasted + self.typed
+
+
+class Annotation(BaseModel):
+    """One participant's ratings of one episode, and what is known about how they were given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    participant: str
+    episode: str
+    fields: FlatForm
+    episode_words: int | None = Field(None, ge=0)
+    seconds: float | None = Field(None, ge=0)
+    typing: dict[str, Typing] = {}  # by rationale field name (``reasoning_name``)
+    others: tuple[FlatForm, ...] = ()  # the other participants' ratings of the episode
+    reference: FlatForm | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> Annotation:
+        # The score model's own checks: a score outside its dimension's range is refused here.
+        for flat in (self.fields, *self.others, *([self.reference] if self.reference else [])):
+            Evaluation.from_flat(flat)
+        for name in sorted(self.typing.keys() - set(RATIONALE_FIELDS)):
+            raise ValueError(f"typing: {name!r} is no rationale field of the rubric")
+        return self
+
+
+# Whether a flag fires and why; None when the data it needs is not given.
+Outcome = tuple[bool, str] | None
+Check = Callable[[Annotation, FlagThresholds], Outcome]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One quality flag: ``check`` says whether it fires and why, or None when not judged."""
+
+    name: str
+    description: str
+    check: Check
+
+
+@dataclass(frozen=True)
+class FlagResult:
+    name: str
+    fired: bool
+    detail: str
+
+
+def _rationales(fields: Mapping[str, Any]) -> dict[str, str]:
+    """Every rationale of a flat form, by field name, in rubric order."""
+    return {name: str(fields[name]) for name in RATIONALE_FIELDS if name in fields}
+
+
+def _ratings(fields: Mapping[str, Any]) -> dict[str, int]:
+    return {name: fields[name] for name in RATING_FIELDS if name in fields}
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def _normalized(text: str) -> str:
+    """A rationale's words, lower case, without punctuation: texts equal but for case,
+    spacing and punctuation are one text."""
+    return " ".join(_words(text))
+
+
+def _short(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    rationales = _rationales(annotation.fields)
+    if not rationales:
+        return None
+    short = {name: len(_words(text)) for name, text in rationales.items()}
+    short = {name: n for name, n in short.items() if n < limits.min_rationale_words}
+    counted = f"{len(short)} of {len(rationales)} under {limits.min_rationale_words} words"
+    listed = ", ".join(f"{name} ({n} words)" for name, n in short.items())
+    return bool(short), f"{counted}: {listed}" if listed else counted
+
+
+def _repeated(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    rationales = _rationales(annotation.fields)
+    if not rationales:
+        return None
+    groups: dict[str, list[str]] = defaultdict(list)
+    for name, text in rationales.items():
+        if key := _normalized(text):
+            groups[key].append(name)
+    repeated = [names for names in groups.values() if len(names) >= limits.repeat_count]
+    if not repeated:
+        return False, "every rationale differs"
+    return True, "; ".join("one text in " + ", ".join(names) for names in repeated)
+
+
+class _Other:
+    """Another participant's rationale (normalized), with what comparing it needs computed
+    once: its letters counted, and a matcher indexing it, made when first needed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.letters = Counter(text)
+        self._matcher: SequenceMatcher[str] | None = None
+
+    def similar(self, mine: str, letters: Counter[str], limits: FlagThresholds) -> bool:
+        """Whether ``mine`` (its ``letters`` counted) nearly equals this text."""
+        if mine == self.text:
+            return True
+        total = len(mine) + len(self.text)
+        # SequenceMatcher's own upper bounds of its ratio first (real_quick_ratio from the
+        # lengths, quick_ratio from the letters), cheap here: most pairs are far apart.
+        if (2.0 * min(len(mine), len(self.text)) / total < limits.copy_similarity
+                or 2.0 * sum((letters & self.letters).values()) / total < limits.copy_similarity):
+            return False
+        if self._matcher is None:
+            self._matcher = SequenceMatcher(None, b=self.text, autojunk=False)
+        self._matcher.set_seq1(mine)
+        return self._matcher.ratio() >= limits.copy_similarity
+
+
+def _matches(mine: str, theirs: Sequence[_Other], limits: FlagThresholds) -> bool:
+    letters = Counter(mine)
+    return any(other.similar(mine, letters, limits) for other in theirs)
+
+
+def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    if not annotation.others:
+        return None
+    theirs = [
+        _Other(text)
+        for other in annotation.others
+        for text in map(_normalized, _rationales(other).values())
+        if len(text) >= limits.copy_min_chars
+    ]
+    copied = [
+        name
+        for name, text in _rationales(annotation.fields).items()
+        if len(mine := _normalized(text)) >= limits.copy_min_chars
+        and _matches(mine, theirs, limits)
+    ]
+    if not copied:
+        return False, f"no rationale matches another participant's ({len(annotation.others)} compared)"
+    return True, "matches another participant's rationale: " + ", ".join(copied)
+
+
+def _fast(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    if annotation.seconds is None or annotation.episode_words is None:
+        return None
+    needed = annotation.episode_words / limits.words_per_minute * 60 * limits.reading_factor
+    return annotation.seconds < needed, (
+        f"{annotation.seconds:.0f} s on task; reading {annotation.episode_words} words "
+        f"takes {needed:.0f} s"
+    )
+
+
+def measured_typing(annotation: Annotation) -> tuple[dict[str, Typing], str]:
+    """The typing counts of the annotation's rationales that can be true, and why the others
+    are not measured ("" when every rationale is).
+
+    A rationale's counts must cover its text (every character of it came in somehow), and the
+    characters typed in all must fit the time on task at ``MOST_TYPED_PER_SECOND``; which
+    characters were pasted is the browser's word alone."""
+    rationales = _rationales(annotation.fields)
+    typed = sum(counted.typed for counted in annotation.typing.values())
+    if annotation.seconds is not None and typed > annotation.seconds * MOST_TYPED_PER_SECOND:
+        return {}, (f"the page claims {typed} characters typed in {annotation.seconds:.0f} s "
+                    "on task")
+    counts = {name: annotation.typing.get(name) for name in rationales}
+    measured = {name: counted for name, counted in counts.items()
+                if counted is not None and counted.characters >= len(rationales[name])}
+    short = [name for name in rationales if name not in measured]
+    if short and not annotation.typing:
+        return measured, "no typing counts came with the rating"
+    return measured, ("counts short of the text of " + ", ".join(short)) if short else ""
+
+
+def _pasted(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    measured, unmeasured = measured_typing(annotation)
+    shares = {name: typing.pasted / typing.characters for name, typing in measured.items()}
+    pasted = {name: share for name, share in shares.items() if share >= limits.pasted_share}
+    if pasted:
+        return True, "mostly pasted: " + ", ".join(f"{n} ({s:.0%})" for n, s in pasted.items())
+    if unmeasured or not shares:
+        return None  # not measured: the review says so, never that it passed
+    return False, f"no rationale mostly pasted ({len(shares)} measured)"
+
+
+def _straight(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    ratings = _ratings(annotation.fields)
+    if len(ratings) < 2:
+        return None
+    if len(set(ratings.values())) == 1:
+        return True, f"every score is {next(iter(ratings.values()))}"
+    for end, side in ((1, "maximum"), (0, "minimum")):
+        if all(score == _BOUNDS[name][end] for name, score in ratings.items()):
+            return True, f"every score at its dimension's {side}"
+    return False, f"{len(set(ratings.values()))} distinct scores"
+
+
+def largest_distance(fields: Mapping[str, Any],
+                     reference: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    """The rating farthest from its reference: its field, score and reference score; None when
+    no rating of ``fields`` has a reference."""
+    gold = _ratings(reference)
+    pairs = [(name, score, gold[name]) for name, score in _ratings(fields).items() if name in gold]
+    return max(pairs, key=lambda pair: abs(pair[1] - pair[2]), default=None)
+
+
+def _gold(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+    if annotation.reference is None:
+        return None
+    farthest = largest_distance(annotation.fields, annotation.reference)
+    if farthest is None:
+        return None
+    name, score, gold = farthest
+    distance = abs(score - gold)
+    return distance > limits.gold_distance, (
+        f"largest distance {distance} ({name}: {score}, reference {gold})"
+    )
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("short_rationale", "a rationale is shorter than the minimum word count", _short),
+    Flag("repeated_rationale", "one rationale given for several dimensions or agents", _repeated),
+    Flag("copied_rationale", "a rationale equals or nearly equals another participant's", _copied),
+    Flag("too_fast", "time on task below the time it takes to read the episode", _fast),
+    Flag("pasted_rationale", "a rationale was mostly pasted rather than typed", _pasted),
+    Flag("straight_lining", "one score everywhere, or every score at its maximum or minimum",
+         _straight),
+    # Sotopia-pi's rule: an annotator more than 2 points from the reference on a dimension.
+    Flag("gold_distance", "a score far from the reference rating", _gold),
+)
+
+
+def flag_annotation(
+    annotation: Annotation,
+    thresholds: FlagThresholds | None = None,
+    flags: Sequence[Flag] = FLAGS,
+) -> tuple[FlagResult, ...]:
+    """The result of every flag that can judge ``annotation``, in the order of ``flags``."""
+    limits = thresholds or FlagThresholds()
+    results = []
+    for flag in flags:
+        outcome = flag.check(annotation, limits)
+        if outcome is not None:
+            results.append(FlagResult(flag.name, *outcome))
+    return tuple(results)
+
+
+def participant_shares(flagged: Iterable[tuple[str, Sequence[FlagResult]]]) -> pd.DataFrame:
+    """Per participant and flag: annotations judged, how many fired, and their share.
+
+    ``flagged`` holds each annotation's participant and ``flag_annotation`` result."""
+    import pandas as pd
+
+    rows = [
+        {"participant": participant, "flag": result.name, "fired": result.fired}
+        for participant, results in flagged
+        for result in results
+    ]
+    table = pd.DataFrame(rows, columns=["participant", "flag", "fired"])
+    shares = (
+        table.groupby(["participant", "flag"], sort=True)["fired"]
+        .agg(judged="size", fired="sum")
+        .reset_index()
+    )
+    shares["fired"] = shares["fired"].astype(int)
+    shares["share"] = shares["fired"] / shares["judged"]
+    return shares

@@ -1,0 +1,295 @@
+"""The participant gateway: a Starlette app between Prolific and Label Studio.
+
+Routes (``<name>`` is the study's name; nothing else is served, everything else is 404), with
+the pages of ``flow.PAGE_SEQUENCE``:
+
+    GET  /s/<name>?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…   arrival: record, bind the session,
+                                     each page's ``on_arrival``, then the first page displayed
+    GET  /s/<name>/instructions      the Social Evaluation Instruction
+    POST /s/<name>/instructions      "I have read them" (CSRF form field)
+    GET  /s/<name>/rate              the current episode in Label Studio's editor
+    POST /s/<name>/submit            the rating, as JSON (CSRF header); answers where to go next
+    GET  /s/<name>/done              completion code and redirect to Prolific, or no slots
+    GET  /static/…                   Label Studio's web app (for its editor) and fonts, the page
+                                     scripts and style
+    GET  /health                     for a load balancer
+    /researcher/<name>…              the researcher's dashboard, behind its own token
+                                     (``dashboard``; absent without one)
+
+Every page of the sequence is served the same way (``page.Page``): ``GET /s/<name>/<page>``,
+and its submit, a form ``POST`` to the same address or a script's JSON ``POST`` to its own.
+The guard is here once: a page out of turn sends the participant to the current one, and a
+submit is bounded and needs the session's CSRF token before the page reads it.
+
+The browser only ever holds a signed session cookie naming its visit. It never receives a
+Label Studio address, key, task id or annotation, nor anything of another participant: the
+page gets the labeling config and the shown part of one task's data (``shown``), and its
+submissions go to the gateway, which saves them with the owner's key.
+
+No request waits on Label Studio: the shown data is copied into the gateway's database at
+start (``gateway.prepare_gateway``), and ratings (and, with a participant's first one, their
+user) are written behind by ``LabelStudioWriter``; the running agreement is computed in a
+worker process of its own (``live.LiveFigures``). Endpoints are ``async`` and hand the
+blocking work (the database, a page's methods) to Starlette's thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qs
+
+import jinja2
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ..live.dashboard import Dashboard, dashboard_routes, participant_rows
+from ..live.figures import LiveFigures
+from . import arrival
+from .editor import Editor
+from .flow import PAGE_SEQUENCE
+from .gateway import Gateway
+from .overload import GATEWAY_LIMITS, Limits, OverloadGuard
+from .page import Form, NotAccepted, Page, Script, Turn, check_sequence, current_page
+from .security import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    SecurityHeaders,
+    bounded_body,
+    check_csrf,
+    csrf_token,
+    json_for_html,
+)
+
+SESSION_COOKIE = "sotopia_study"
+SESSION_DAYS = 2
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def unreadable(error: ValidationError) -> str:
+    """The first reason a submission's body was refused, naming its field (never its value)."""
+    first = error.errors(include_url=False, include_input=False)[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}"
+
+
+def _templates(pages: tuple[Page, ...], editor: Editor) -> Jinja2Templates:
+    """The gateway's templates, then each page's own folder; ``editor`` says how the rating
+    page loads the editor."""
+    folders = dict.fromkeys(page.template_folder for page in pages if page.template_folder)
+    environment = jinja2.Environment(
+        loader=jinja2.ChoiceLoader([jinja2.PackageLoader("sotopia_ls.study.serving", "templates"),
+                                    *(jinja2.FileSystemLoader(folder) for folder in folders)]),
+        autoescape=True, undefined=jinja2.StrictUndefined,
+    )
+    environment.globals["editor"] = {
+        "stylesheet": editor.loader.stylesheet, "scripts": editor.loader.scripts,
+        "loader": json_for_html(editor.loader.for_page()),
+    }
+    return Jinja2Templates(env=environment)
+
+
+def _form_fields(body: bytes) -> dict[str, str | list[str]]:
+    """A form's fields; a field sent several times (checkboxes) as the list of its values."""
+    fields = parse_qs(body.decode("utf-8", "replace"))
+    return {name: values[0] if len(values) == 1 else values for name, values in fields.items()}
+
+
+async def _answers(request: Request, submit: Form | Script) -> BaseModel:
+    """The submit's body, bounded, CSRF-checked and read with its pydantic model; 413, 403 or
+    400 naming the field otherwise."""
+    if isinstance(submit, Script):
+        check_csrf(request, request.headers.get(CSRF_HEADER))
+    try:
+        raw = await bounded_body(request, submit.limit)
+    except HTTPException as refused:  # 413: the participant is told what to shorten
+        raise HTTPException(refused.status_code, submit.too_long) from None
+    try:
+        if isinstance(submit, Script):
+            return submit.answers.model_validate_json(raw)
+        fields = _form_fields(raw)
+        token = fields.pop(CSRF_FIELD, None)
+        check_csrf(request, token if isinstance(token, str) else None)
+        return submit.answers.model_validate(fields)
+    except ValidationError as error:
+        raise HTTPException(400, f"This is not {submit.what} the study can read: "
+                            f"{unreadable(error)}.") from None
+
+
+def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: bool,
+               pages: tuple[Page, ...] = PAGE_SEQUENCE,
+               dashboard_token: str | None = None,
+               limits: Limits = GATEWAY_LIMITS) -> SecurityHeaders:
+    """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
+    cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too;
+    ``limits`` say when the process is too busy to take a participant's request. The
+    security headers wrap the Starlette app itself: its error pages (500s included) are made
+    inside Starlette, so they carry them too, as do the overload guard's 503s (``overload``)."""
+    check_sequence(pages)
+    study = gateway.study
+    engine = gateway.engine
+    templates = _templates(pages, editor)
+    base = f"/s/{study.name}"
+    script_paths = tuple(f"/{page.submit.path}" for page in pages
+                         if isinstance(page.submit, Script))
+    dashboard = Dashboard(engine, study) if dashboard_token else None
+    live = LiveFigures(engine, study, extra=participant_rows if dashboard else None,
+                       also=dashboard.refresh if dashboard else None)
+
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        return templates.TemplateResponse(
+            request, template, {"title": study.title, "base": base, **context},
+            status_code=status,
+        )
+
+    def go(page: Page) -> RedirectResponse:
+        return RedirectResponse(f"{base}/{page.name}", status_code=303)
+
+    def check_study(request: Request) -> None:
+        if request.path_params["study"] != study.name:
+            raise HTTPException(404, "There is no such study here.")
+
+    async def current_visit(request: Request) -> arrival.Visit:
+        check_study(request)
+        visit_id = request.session.get("visit")
+        visit = await run_in_threadpool(arrival.load_visit, engine, visit_id) \
+            if isinstance(visit_id, int) else None
+        if visit is None:
+            raise HTTPException(403, "Please open this study from its link on Prolific.")
+        return visit
+
+    async def where(visit: arrival.Visit) -> Page:
+        """The visit's current page, read again from the database."""
+        visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
+        return current_page(pages, visit, study)
+
+    def turn(request: Request, visit: arrival.Visit) -> Turn:
+        return Turn(visit, gateway, base, csrf_token(request))
+
+    async def arrive(request: Request) -> Response:
+        check_study(request)
+        parameters = arrival.read_parameters(request.query_params)
+        if isinstance(parameters, list):
+            return render(request, "problem.html", 400, message=(
+                f"This study link is missing or has a malformed {', '.join(parameters)}. "
+                "Please open the study again from Prolific."))
+        visit = await run_in_threadpool(arrival.arrive, engine, study.name, parameters)
+        request.session.clear()
+        request.session["visit"] = visit.id
+        visit = await run_in_threadpool(settle_arrival, turn(request, visit))
+        # The address bar drops Prolific's parameters at once.
+        return go(current_page(pages, visit, study))
+
+    def settle_arrival(arriving: Turn) -> arrival.Visit:
+        """Each page's ``on_arrival`` in turn, each given the visit as the one before left it."""
+        for page in pages:
+            arriving = replace(arriving, visit=page.on_arrival(arriving))
+        return arriving.visit
+
+    def shows(page: Page) -> Endpoint:
+        """The page's address: GET shows it, a form POST answers it; out of turn, either goes
+        to the current page."""
+
+        async def endpoint(request: Request) -> Response:
+            visit = await current_visit(request)
+            if request.method == "POST":
+                answers = await _answers(request, page.submit)
+                if current_page(pages, visit, study) is page:
+                    visit = await run_in_threadpool(page.before_next_page,
+                                                    turn(request, visit), answers)
+                return go(current_page(pages, visit, study))
+            if current_page(pages, visit, study) is not page and not page.revisitable:
+                return go(current_page(pages, visit, study))
+            context = await run_in_threadpool(page.vars_for_template, turn(request, visit))
+            if context is None:
+                return go(await where(visit))
+            return render(request, page.template, csrf=csrf_token(request),
+                          csrf_field=CSRF_FIELD, **context)
+
+        return endpoint
+
+    def takes(page: Page, submit: Script) -> Endpoint:
+        """A page script's JSON submit; answers where to go next."""
+
+        async def endpoint(request: Request) -> Response:
+            visit = await current_visit(request)
+            answers = await _answers(request, submit)
+            after = await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
+            return JSONResponse({"next": f"{base}/{current_page(pages, after, study).name}"})
+
+        return endpoint
+
+    def page_routes(page: Page) -> list[BaseRoute]:
+        address = f"/s/{{study}}/{page.name}"
+        if isinstance(page.submit, Script):
+            return [Route(address, shows(page)),
+                    Route(f"/s/{{study}}/{page.submit.path}", takes(page, page.submit),
+                          methods=["POST"])]
+        return [Route(address, shows(page),
+                      methods=["GET", "POST"] if isinstance(page.submit, Form) else ["GET"])]
+
+    def from_script(request: Request) -> bool:
+        return request.url.path.endswith(script_paths)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def refused(request: Request, exc: HTTPException) -> Response:
+        if from_script(request):
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        return render(request, "problem.html", exc.status_code, message=exc.detail)
+
+    async def not_accepted(request: Request, exc: NotAccepted) -> Response:
+        if from_script(request):
+            return JSONResponse({"problems": exc.problems}, status_code=422)
+        return render(request, "problem.html", 422, message=" ".join(exc.problems))
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        # The traceback goes to the server's log (uvicorn); the participant gets a plain page.
+        return render(request, "problem.html", 500, message="Something went wrong on our side. "
+                      "Please reload this page; your ratings so far are kept.")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        writing = asyncio.create_task(gateway.writer.run())
+        figuring = asyncio.create_task(live.run())
+        try:
+            yield
+        finally:
+            writing.cancel()
+            figuring.cancel()
+
+    def busy(seconds: int) -> str:
+        return templates.get_template("busy.html").render(title=study.title, seconds=seconds)
+
+    return SecurityHeaders(OverloadGuard(Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/s/{study}", arrive),
+            *(route for page in pages for route in page_routes(page)),
+            *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only)
+              if dashboard and dashboard_token else []),
+            Mount("/static/editor", StaticFiles(directory=editor.folder)),
+            Mount("/static/fonts", StaticFiles(directory=editor.fonts)),
+            Mount("/static", StaticFiles(packages=[("sotopia_ls.study.serving", "static")])),
+        ],
+        middleware=[
+            Middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
+                       max_age=SESSION_DAYS * 24 * 3600, same_site="lax", https_only=https_only),
+        ],
+        exception_handlers={HTTPException: refused, NotAccepted: not_accepted, 500: failed},
+        lifespan=lifespan,
+        debug=False,
+    ), gateway.load, busy_page=busy, json_paths=script_paths, limits=limits))

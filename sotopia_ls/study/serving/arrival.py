@@ -1,0 +1,127 @@
+"""A participant arriving from Prolific: their URL parameters, their record, their visit.
+
+Prolific opens the study link with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID``; each is a
+24-character hexadecimal id. The participant is recorded once per study, each of their Prolific
+sessions is a visit. A participant who saves a rating gets a Label Studio user whose email,
+``<PROLIFIC_PID>@prolific.invalid``, carries the id into Label Studio's exports (it never logs
+in; ``.invalid`` is reserved, so no mail can ever be sent to it), made by the gateway's writer
+with their first rating (``saving.participant_user``): an arrival alone makes nothing in Label
+Studio, so a stream of arrivals (or of made-up ids) fills no user list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import Engine, func, select, update
+
+from ..slots.leases import COUNTED
+from ..store import assignments, insert_once, now, page_answers, participants, visits
+
+_PROLIFIC_ID = r"^[0-9a-fA-F]{24}$"
+EMAIL_DOMAIN = "prolific.invalid"
+
+
+class ProlificParameters(BaseModel):
+    """Prolific's URL parameters, as Prolific documents them."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    PROLIFIC_PID: str = Field(pattern=_PROLIFIC_ID)
+    STUDY_ID: str = Field(pattern=_PROLIFIC_ID)
+    SESSION_ID: str = Field(pattern=_PROLIFIC_ID)
+
+    @property
+    def participant(self) -> str:
+        return self.PROLIFIC_PID.lower()
+
+
+def read_parameters(query: Mapping[str, str]) -> ProlificParameters | list[str]:
+    """The parameters of an arrival, or the names of those missing or malformed."""
+    try:
+        return ProlificParameters.model_validate(dict(query))
+    except ValidationError as error:
+        return sorted({str(problem["loc"][0]) for problem in error.errors()})
+
+
+def user_email(external_id: str) -> str:
+    return f"{external_id.lower()}@{EMAIL_DOMAIN}"
+
+
+@dataclass(frozen=True)
+class Visit:
+    """What the gateway knows of one participant's Prolific session."""
+
+    id: int
+    participant_id: int
+    instructions_read: bool
+    rated: int
+    outcome: str | None
+    answered: frozenset[str]  # the pages whose answers are recorded (``record_answers``)
+
+
+def arrive(engine: Engine, study: str, parameters: ProlificParameters) -> Visit:
+    """Record the arrival (idempotent: the same participant and session is the same visit)."""
+    moment = now()
+    external = parameters.participant
+    insert_once(engine, participants, {
+        "study": study, "external_id": external, "arrived_at": moment})
+    with engine.connect() as conn:
+        participant = conn.execute(select(participants).where(
+            participants.c.study == study, participants.c.external_id == external)).one()
+    insert_once(engine, visits, {
+        "participant_id": participant.id, "prolific_study_id": parameters.STUDY_ID.lower(),
+        "prolific_session_id": parameters.SESSION_ID.lower(), "arrived_at": moment})
+    with engine.connect() as conn:
+        visit_id = conn.execute(select(visits.c.id).where(
+            visits.c.participant_id == participant.id,
+            visits.c.prolific_session_id == parameters.SESSION_ID.lower())).scalar_one()
+    return load_visit(engine, visit_id)
+
+
+def load_visit(engine: Engine, visit_id: int) -> Visit | None:
+    """The visit as stored now, or None if there is no such visit: one query (every request
+    makes it), a row per page answered."""
+    rated = (select(func.count()).select_from(assignments)
+             .where(assignments.c.visit_id == visits.c.id, assignments.c.state.in_(COUNTED))
+             .scalar_subquery())
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(visits, rated.label("rated"), page_answers.c.page)
+            .outerjoin(page_answers, page_answers.c.visit_id == visits.c.id)
+            .where(visits.c.id == visit_id)
+        ).all()
+    if not rows:
+        return None
+    row = rows[0]
+    return Visit(id=row.id, participant_id=row.participant_id,
+                 instructions_read=row.instructions_read_at is not None, rated=row.rated,
+                 outcome=row.outcome,
+                 answered=frozenset(r.page for r in rows if r.page is not None))
+
+
+def mark_instructions_read(engine: Engine, visit_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(visits).where(visits.c.id == visit_id,
+                                          visits.c.instructions_read_at.is_(None))
+                     .values(instructions_read_at=now()))
+
+
+def record_answers(engine: Engine, visit_id: int, page: str, answers: dict[str, Any]) -> None:
+    """Keep what the visit answered on ``page``; the first answers stay (a second click
+    changes nothing)."""
+    insert_once(engine, page_answers, {"visit_id": visit_id, "page": page, "answers": answers,
+                                       "answered_at": now()})
+
+
+def finish(engine: Engine, visit_id: int, outcome: str) -> None:
+    """End the visit with ``outcome`` ("completed", "no_slots" or "not_admitted"); the first
+    outcome stays."""
+    moment: datetime = now()
+    with engine.begin() as conn:
+        conn.execute(update(visits).where(visits.c.id == visit_id, visits.c.outcome.is_(None))
+                     .values(outcome=outcome, finished_at=moment))

@@ -1,0 +1,711 @@
+"""Who rates which episode: k slots per episode (more with adaptive extra raters), each given
+out as a lease.
+
+A participant holds at most one lease at a time. Asking for work first renews the lease the
+visit already holds (a participant who reloads or returns gets the same episode back, if its
+slot was not given away meanwhile), else takes a new one: the episode with the most slots
+already filled (so pairs complete, as the oTree queue did), never one the participant was
+ever assigned, lowest task id first. A slot is free when never given out or when its lease
+has expired; taking it is one conditional UPDATE (see ``store``), so concurrent gateways
+simply move on to the next candidate.
+
+A submission settles its assignment: it marks the slot the assignment holds ``done`` (even
+after the lease expired: nobody took the slot, so the work counts), else takes any free slot
+of the same episode, else is kept as ``surplus``: stored here, flagged, never counted and
+never dropped. A settled rating waits as ``saving`` until a writer claims it
+(``claim_saves``) and saves it in Label Studio (``saving.LabelStudioWriter``): an outbox. A
+rating Label Studio refuses is ``failed`` with the reason (``mark_failed``), kept here and
+never tried again until a researcher puts it back (``retry_failed``) or gives its slot to
+another participant (``shelve_failed``).
+
+Adaptive extra raters (``settings.Adaptive``): when a submission completes every slot of its
+episode and the ratings disagree, ``settle`` adds one more slot in the same transaction
+(numbered above the last; ``_add_slot``), so the next participant to ask can take it: it is a
+free slot like any other, leased, expired and settled the same way, and the database alone
+remembers it across restarts and gateways. Leasing counts each episode's own slots, never k.
+A rating settled on a slot above k is recorded in ``store.added_ratings``, for the writer to
+mark in Label Studio.
+
+Gold episodes (``store.gold``: tasks with reference ratings) have no slots: any number of
+participants rate each, once each. A study that uses gold (``GoldShare.of``) decides which of a
+visit's m positions are gold when the visit asks for work: in a qualification round all of
+them, in a main study ``gold_share`` of them (``GoldShare.positions``). A gold position gets a
+gold episode the participant has not had, the least rated first, ties at random; when there
+is none, a main study gives an ordinary episode and a qualification round nothing (the visit
+completes). A gold lease is renewed like any other and, having no slot another participant
+could take, never expires; its submission is ``saving`` (saved in Label Studio like any
+rating). Nothing of this reaches the participant: a gold assignment has the same key, page and
+data as any other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from math import floor
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from ...errors import StudyError
+from ...labelstudio.results import read_json_results
+from ...scores import RATING_FIELDS, scores_disagree
+from ..live.figures import snapshot_in
+from ..settings import Adaptive, StudyFile
+from ..store import (
+    add_once,
+    added_ratings,
+    assignments,
+    aware,
+    episodes,
+    gold,
+    insert_of,
+    now,
+    save_failures,
+    slots,
+    visits,
+)
+from ..screening.typing_counts import TypingCounts, add_typing
+from ..screening.visible import add_visible
+
+log = logging.getLogger("sotopia_ls.study")
+
+# Candidates read per query; more are read when all of them were taken meanwhile.
+_CANDIDATES = 8
+_ROUNDS = 5
+
+# States of an assignment the participant submitted.
+COUNTED = ("saving", "saved", "surplus", "failed", "shelved")
+
+
+@dataclass(frozen=True)
+class FailedSave:
+    """A rating Label Studio refused to save, and why."""
+
+    assignment_id: int
+    task_id: int
+    reason: str
+    failed_at: datetime
+
+
+@dataclass(frozen=True)
+class Assignment:
+    id: int
+    key: str
+    study: str
+    task_id: int
+    state: str
+    assigned_at: datetime
+    first_shown_at: datetime | None
+    submitted_at: datetime | None
+    late: bool
+    results: list[dict[str, Any]] | None
+    lead_time: float | None
+    ls_annotation_id: int | None
+    participant_id: int
+    visit_id: int
+
+    @classmethod
+    def of(cls, row: Any) -> Assignment:
+        return cls(
+            id=row.id, key=row.key, study=row.study, task_id=row.task_id, state=row.state,
+            assigned_at=aware(row.assigned_at), first_shown_at=aware(row.first_shown_at),
+            submitted_at=aware(row.submitted_at), late=bool(row.late), results=row.results,
+            lead_time=row.lead_time, ls_annotation_id=row.ls_annotation_id,
+            participant_id=row.participant_id, visit_id=row.visit_id,
+        )
+
+
+@dataclass(frozen=True)
+class GoldShare:
+    """How much of a visit's work is gold: ``share`` of its ``per_visit`` (m) assignments. A
+    share of 1 is a qualification round, which serves nothing else."""
+
+    share: float
+    per_visit: int
+
+    @classmethod
+    def of(cls, study: StudyFile) -> GoldShare | None:
+        """The study's gold share; None when it serves no gold."""
+        if study.qualification is not None:
+            return cls(1.0, study.episodes_per_participant)
+        if study.gold_share:
+            return cls(study.gold_share, study.episodes_per_participant)
+        return None
+
+    @property
+    def only(self) -> bool:
+        return self.share >= 1
+
+    def positions(self, visit_id: int, arrived_at: datetime) -> frozenset[int]:
+        """Which of the visit's positions (0 to m - 1, in the order it rates) are gold.
+
+        m × share gold positions, rounded up with the probability of the fraction (so that
+        share is met on average, and each visit is within one of it), drawn without
+        replacement. The draw is seeded by the visit's id and arrival time, neither of which
+        the participant sees, so every request of the visit, in any gateway process, finds
+        the same positions and no other record is needed.
+        """
+        seed = hashlib.sha256(f"{visit_id} {arrived_at.timestamp()!r}".encode()).digest()
+        draw = random.Random(seed)
+        wanted = self.per_visit * self.share
+        count = floor(wanted) + (draw.random() < wanted - floor(wanted))
+        return frozenset(draw.sample(range(self.per_visit), min(count, self.per_visit)))
+
+
+@dataclass(frozen=True)
+class Added:
+    """What ``add_episodes`` recorded anew: ordinary episodes (each with its k slots), gold
+    episodes, and tasks a qualification round does not serve (no reference, so no slots)."""
+
+    ordinary: int
+    gold: int
+    unserved: int
+
+
+def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int,
+                 references: dict[int, dict[str, int]] | None = None, *,
+                 gold_only: bool = False) -> Added:
+    """Record the tasks not yet known (their shown data) and give each its k slots.
+
+    ``references`` (task id → reference ratings) are the study's gold episodes: they get no
+    slots, and their references replace any recorded before. A task that already has slots
+    never becomes gold (participants rated it as an ordinary episode, and a ground-truth mark
+    may come later): its reference is ignored, with one warning line naming such tasks.
+    Every insert skips (or, for a reference, updates) a row another gateway starting at the
+    same moment inserted first.
+    ``gold_only`` (a qualification round) gives no task slots: one without a reference is
+    never served, and may still become gold once it has one.
+    """
+    references = references or {}
+    with engine.begin() as conn:
+        known = set(conn.execute(select(episodes.c.task_id).where(episodes.c.study == study))
+                    .scalars())
+        references = _not_slotted(conn, study, references)
+        recorded = set(conn.execute(select(gold.c.task_id).where(gold.c.study == study))
+                       .scalars())
+        if references:
+            upsert = insert_of(conn, gold)
+            conn.execute(upsert.on_conflict_do_update(
+                index_elements=[gold.c.study, gold.c.task_id],
+                set_={"reference": upsert.excluded.reference},
+            ), [{"study": study, "task_id": task, "reference": reference}
+                for task, reference in sorted(references.items())])
+        new = sorted(set(shown) - known)
+        if new:
+            conn.execute(insert_of(conn, episodes).on_conflict_do_nothing(), [
+                {"study": study, "task_id": task, "shown": shown[task]} for task in new])
+        others = [task for task in new if task not in references and task not in recorded]
+        ordinary = [] if gold_only else others
+        if ordinary:
+            conn.execute(insert_of(conn, slots).on_conflict_do_nothing(), [
+                {"study": study, "task_id": task, "slot": slot, "state": "free"}
+                for task in ordinary for slot in range(1, k + 1)])
+    return Added(ordinary=len(ordinary), gold=len(set(references) - recorded),
+                 unserved=len(others) - len(ordinary))
+
+
+def _not_slotted(conn: Connection, study: str,
+                 references: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
+    """``references`` but those of tasks that already have slots, named in a warning."""
+    slotted = sorted(set(conn.execute(select(slots.c.task_id).where(
+        slots.c.study == study, slots.c.task_id.in_(sorted(references)))).scalars()))
+    if slotted:
+        log.warning("study %s: task(s) %s have a reference but were served as ordinary "
+                    "episodes first, so they stay ordinary, never gold (to make them gold, "
+                    "import them again as new tasks)", study, ", ".join(map(str, slotted)))
+    return {task: reference for task, reference in references.items() if task not in slotted}
+
+
+def shown_episode(engine: Engine, study: str, task_id: int) -> dict[str, Any]:
+    """What a participant's browser receives of the task."""
+    with engine.connect() as conn:
+        return conn.execute(select(episodes.c.shown).where(
+            episodes.c.study == study, episodes.c.task_id == task_id)).scalar_one()
+
+
+def _free(moment: datetime) -> Any:
+    return or_(slots.c.state == "free",
+               and_(slots.c.state == "leased", slots.c.expires_at < moment))
+
+
+def _filled(moment: datetime) -> Any:
+    return func.sum(case(
+        (or_(slots.c.state == "done",
+             and_(slots.c.state == "leased", slots.c.expires_at >= moment)), 1),
+        else_=0,
+    ))
+
+
+def _candidates(conn: Connection, study: str, participant_id: int,
+                moment: datetime) -> list[int]:
+    """Episodes with a free slot the participant never had; each episode's own slots count
+    (k, or more once an extra rater was added)."""
+    seen = select(assignments.c.task_id).where(
+        assignments.c.study == study, assignments.c.participant_id == participant_id
+    )
+    filled = _filled(moment)
+    query = (
+        select(slots.c.task_id)
+        .where(slots.c.study == study, slots.c.task_id.not_in(seen))
+        .group_by(slots.c.task_id)
+        .having(filled < func.count())
+        .order_by(filled.desc(), slots.c.task_id)
+        .limit(_CANDIDATES)
+    )
+    return list(conn.execute(query).scalars())
+
+
+def _take_slot(conn: Connection, study: str, task_id: int, moment: datetime,
+               values: dict[str, Any]) -> int | None:
+    """Set ``values`` on one free slot of the task: its number, or None when none is free.
+
+    The UPDATE repeats what was seen of the slot (free, or leased to that assignment and
+    expired), so it changes nothing if another transaction took the slot in between; the
+    assignment whose expired lease is taken over becomes ``expired``.
+    """
+    seen = conn.execute(
+        select(slots.c.slot, slots.c.state, slots.c.assignment_id)
+        .where(slots.c.study == study, slots.c.task_id == task_id, _free(moment))
+        .order_by(slots.c.slot)
+    ).all()
+    for slot, state, previous in seen:
+        same = (slots.c.state == "free") if state == "free" else and_(
+            slots.c.state == "leased", slots.c.assignment_id == previous,
+            slots.c.expires_at < moment,
+        )
+        taken = conn.execute(
+            update(slots)
+            .where(slots.c.study == study, slots.c.task_id == task_id, slots.c.slot == slot, same)
+            .values(**values)
+        ).rowcount
+        if taken:
+            if previous is not None:
+                conn.execute(update(assignments)
+                             .where(assignments.c.id == previous, assignments.c.state == "leased")
+                             .values(state="expired"))
+            return slot
+    return None
+
+
+def _is_gold(study: Any, task_id: Any) -> Any:
+    """Whether the task is a gold episode of the study."""
+    return select(gold.c.task_id).where(gold.c.study == study, gold.c.task_id == task_id
+                                        ).exists()
+
+
+def _visit_lease(conn: Connection, visit_id: int, moment: datetime,
+                 lease: timedelta) -> Assignment | None:
+    """The visit's leased assignment with its lease renewed, if its slot is still its own (a
+    gold one has no slot: it is always its own)."""
+    row = conn.execute(
+        select(assignments, _is_gold(assignments.c.study, assignments.c.task_id).label("gold"))
+        .where(assignments.c.visit_id == visit_id, assignments.c.state == "leased")
+        .order_by(assignments.c.id.desc()).limit(1)
+    ).first()
+    if row is None:
+        return None
+    if row.gold:
+        return Assignment.of(row)
+    renewed = conn.execute(
+        update(slots)
+        .where(slots.c.study == row.study, slots.c.task_id == row.task_id,
+               slots.c.assignment_id == row.id, slots.c.state == "leased")
+        .values(expires_at=moment + lease)
+    ).rowcount
+    if renewed:
+        return Assignment.of(row)
+    conn.execute(update(assignments).where(assignments.c.id == row.id).values(state="expired"))
+    return None
+
+
+def _gold_turn(conn: Connection, share: GoldShare, visit_id: int, arrived_at: datetime) -> bool:
+    """Whether the visit's next position (how many it has rated) is a gold one."""
+    rated = conn.execute(select(func.count()).select_from(assignments).where(
+        assignments.c.visit_id == visit_id, assignments.c.state.in_(COUNTED))).scalar_one()
+    return rated in share.positions(visit_id, aware(arrived_at))
+
+
+def _gold_candidate(conn: Connection, study: str, participant_id: int) -> int | None:
+    """A gold episode the participant has not had: one of the least rated, at random (so
+    the gold set is spread over participants); None when they had every one."""
+    had = select(assignments.c.task_id).where(
+        assignments.c.study == study, assignments.c.participant_id == participant_id)
+    served = func.count(assignments.c.id)
+    rows = conn.execute(
+        select(gold.c.task_id, served)
+        .outerjoin(assignments, and_(assignments.c.study == gold.c.study,
+                                     assignments.c.task_id == gold.c.task_id))
+        .where(gold.c.study == study, gold.c.task_id.not_in(had))
+        .group_by(gold.c.task_id)).all()
+    if not rows:
+        return None
+    least = min(count for _, count in rows)
+    return secrets.choice([task for task, count in rows if count == least])
+
+
+def _gold_due(conn: Connection, share: GoldShare, study: str, participant_id: int,
+              visit_id: int, arrived_at: datetime) -> int | None:
+    """The gold episode the visit's next position gets; None when that position is not a
+    gold one or the participant had every gold episode."""
+    task = _gold_candidate(conn, study, participant_id)
+    return task if task is not None and _gold_turn(conn, share, visit_id, arrived_at) else None
+
+
+def has_work(engine: Engine, study: str, visit_id: int, participant_id: int,
+             gold_share: GoldShare | None = None) -> bool:
+    """Whether ``lease_for_visit`` would give the visit an episode now, read without taking
+    one: the lease it holds, else the gold episode its next position gets, else a free slot
+    it may take (a qualification round has no slots). Another gateway may take that slot
+    before the visit asks, so True promises nothing; False is final for this moment."""
+    with engine.connect() as conn:
+        if conn.execute(select(assignments.c.id).where(
+                assignments.c.visit_id == visit_id, assignments.c.state == "leased")).first():
+            return True
+        if gold_share is not None:
+            arrived_at = conn.execute(select(visits.c.arrived_at)
+                                      .where(visits.c.id == visit_id)).scalar_one()
+            if _gold_due(conn, gold_share, study, participant_id, visit_id, arrived_at):
+                return True
+            if gold_share.only:
+                return False
+        return bool(_candidates(conn, study, participant_id, now()))
+
+
+def lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int, *,
+                    lease_seconds: float,
+                    gold_share: GoldShare | None = None) -> Assignment | None:
+    """The assignment the visit should work on now, or None when no episode is left for it;
+    ``gold_share`` (``GoldShare.of`` the study) when the study serves gold."""
+    try:
+        return _lease_for_visit(engine, study, visit_id, participant_id, lease_seconds,
+                                gold_share)
+    except IntegrityError:
+        # The same participant asked twice at once (two tabs): the other request's lease stands.
+        return _lease_for_visit(engine, study, visit_id, participant_id, lease_seconds,
+                                gold_share)
+
+
+def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: int,
+                     lease_seconds: float,
+                     gold_share: GoldShare | None) -> Assignment | None:
+    moment, lease = now(), timedelta(seconds=lease_seconds)
+    with engine.begin() as conn:
+        # One request per visit at a time takes a lease (PostgreSQL row lock; SQLite's
+        # BEGIN IMMEDIATE already serializes writers).
+        arrived_at = conn.execute(select(visits.c.arrived_at).where(visits.c.id == visit_id)
+                                  .with_for_update()).scalar_one()
+        current = _visit_lease(conn, visit_id, moment, lease)
+        if current is not None:
+            return current
+        if gold_share is not None:
+            # Both looked up on every turn, so that a gold turn costs the queries an ordinary
+            # one does: nothing in the time a page takes may tell them apart.
+            gold_task = _gold_due(conn, gold_share, study, participant_id, visit_id, arrived_at)
+            candidates = [] if gold_share.only else _candidates(conn, study, participant_id,
+                                                                moment)
+            if gold_task is not None:
+                return _new_assignment(conn, study, gold_task, None, participant_id, visit_id,
+                                       moment)
+            if gold_share.only:
+                return None
+        for turn in range(_ROUNDS):
+            if gold_share is None or turn:
+                candidates = _candidates(conn, study, participant_id, moment)
+            if not candidates:
+                return None
+            for task_id in candidates:
+                slot = _take_slot(conn, study, task_id, moment,
+                                  {"state": "leased", "assignment_id": None,
+                                   "expires_at": moment + lease})
+                if slot is not None:
+                    return _new_assignment(conn, study, task_id, slot, participant_id,
+                                           visit_id, moment)
+    return None
+
+
+def _new_assignment(conn: Connection, study: str, task_id: int, slot: int | None,
+                    participant_id: int, visit_id: int, moment: datetime) -> Assignment:
+    """A leased assignment on the task, holding ``slot`` (None: a gold episode's, slotless)."""
+    assignment_id = conn.execute(insert(assignments).values(
+        key=secrets.token_hex(16), study=study, task_id=task_id,
+        participant_id=participant_id, visit_id=visit_id, state="leased", assigned_at=moment,
+        late=0,
+    )).inserted_primary_key[0]
+    if slot is not None:
+        conn.execute(update(slots)
+                     .where(slots.c.study == study, slots.c.task_id == task_id,
+                            slots.c.slot == slot)
+                     .values(assignment_id=assignment_id))
+    return Assignment.of(conn.execute(
+        select(assignments).where(assignments.c.id == assignment_id)).one())
+
+
+def mark_shown(engine: Engine, assignment_id: int) -> datetime:
+    """When the assignment's episode was first shown (set on the first call only)."""
+    with engine.begin() as conn:
+        conn.execute(update(assignments)
+                     .where(assignments.c.id == assignment_id,
+                            assignments.c.first_shown_at.is_(None))
+                     .values(first_shown_at=now()))
+        return aware(conn.execute(select(assignments.c.first_shown_at)
+                                  .where(assignments.c.id == assignment_id)).scalar_one())
+
+
+def find(engine: Engine, key: str, participant_id: int) -> Assignment | None:
+    """The participant's assignment ``key``; None for anyone else's (or none at all)."""
+    with engine.connect() as conn:
+        row = conn.execute(select(assignments).where(
+            assignments.c.key == key, assignments.c.participant_id == participant_id)).first()
+    return Assignment.of(row) if row is not None else None
+
+
+def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]],
+           k: int, adaptive: Adaptive | None = None, *,
+           typing: TypingCounts | None = None,
+           visible_seconds: float | None = None) -> Assignment:
+    """Record the submission of ``assignment`` once, with what its page measured (``typing``
+    counts, ``visible_seconds``, where sent); returns it as now stored.
+
+    ``saving`` when it holds a slot or is a gold episode (it is then sent to Label Studio),
+    ``surplus`` when every slot of its episode went to others after its lease expired. A
+    second call (a double click, a retried request, a replay with other measures) changes
+    nothing and returns the first outcome. A rating on a slot above ``k`` is recorded in
+    ``added_ratings``; with ``adaptive``, a rating that completes its episode's slots may add
+    one (``_add_slot``).
+    """
+    moment = now()
+    with engine.begin() as conn:
+        # The episode's slots first, then the assignment: the order in which taking a lease
+        # locks them too, so a late submission and a takeover of its slot cannot deadlock.
+        conn.execute(select(slots.c.slot).where(
+            slots.c.study == assignment.study, slots.c.task_id == assignment.task_id)
+            .order_by(slots.c.slot).with_for_update()).all()
+        # Locked too: a gold episode has no slots to serialize two submissions of it.
+        row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)
+                           .with_for_update()).one()
+        if row.state in COUNTED:
+            return Assignment.of(row)
+        held = conn.execute(
+            select(slots.c.slot, slots.c.expires_at).where(
+                slots.c.study == row.study, slots.c.task_id == row.task_id,
+                slots.c.assignment_id == row.id, slots.c.state == "leased")
+        ).first()
+        late = row.state == "expired" or (held is not None and aware(held.expires_at) < moment)
+        done = {"state": "done", "assignment_id": row.id, "expires_at": None}
+        slot = None  # the slot the rating counts for (none: a gold episode's, or surplus)
+        if held is not None:
+            conn.execute(update(slots).where(
+                slots.c.study == row.study, slots.c.task_id == row.task_id,
+                slots.c.assignment_id == row.id, slots.c.state == "leased").values(**done))
+            slot, state = held.slot, "saving"
+        elif conn.execute(select(_is_gold(row.study, row.task_id))).scalar_one():
+            state = "saving"
+        else:
+            slot = _take_slot(conn, row.study, row.task_id, moment, done)
+            state = "surplus" if slot is None else "saving"
+        shown = aware(row.first_shown_at) or aware(row.assigned_at)
+        lead_time = (moment - shown).total_seconds()
+        conn.execute(update(assignments).where(assignments.c.id == row.id).values(
+            state=state, submitted_at=moment, late=int(late), results=results,
+            lead_time=lead_time,
+        ))
+        if typing is not None:
+            add_typing(conn, row.id, typing)
+        if visible_seconds is not None:
+            add_visible(conn, row.id, visible_seconds, lead_time)
+        if slot is not None and slot > k:
+            conn.execute(insert(added_ratings).values(assignment_id=row.id, slot=slot))
+        if slot is not None and adaptive is not None:
+            _add_slot(conn, row.study, row.task_id, adaptive)
+        return Assignment.of(conn.execute(
+            select(assignments).where(assignments.c.id == row.id)).one())
+
+
+def disagree(results: list[Any], threshold: int) -> bool:
+    """Whether two of the ratings (each a result list) differ by more than ``threshold`` on
+    some dimension and agent."""
+    flat = [read_json_results(each)[0] for each in results]
+    for name in RATING_FIELDS:
+        scores = [fields[name] for fields in flat if name in fields]
+        if scores_disagree(scores, threshold):
+            return True
+    return False
+
+
+def _agreement_narrow(conn: Connection, study: str, width: float | None) -> bool:
+    """Whether the latest agreement snapshot has every dimension's alpha interval narrower
+    than ``width`` (never without a width, a snapshot, or an interval on every dimension)."""
+    snapshot = snapshot_in(conn, study) if width is not None else None
+    if snapshot is None or not snapshot.figures:
+        return False
+    intervals = [(each.get("alpha_low"), each.get("alpha_high"))
+                 for each in snapshot.figures.values()]
+    return all(low is not None and high is not None and high - low < width
+               for low, high in intervals)
+
+
+def _add_slot(conn: Connection, study: str, task_id: int, adaptive: Adaptive) -> None:
+    """One more slot for the episode when every slot it has is done, its ratings disagree
+    (``disagree``), it has fewer than ``max_raters`` slots and the running agreement is not yet
+    narrow enough. Inside the settling transaction, after the episode's slots were locked; the
+    insert is keyed by (study, task, slot), so two gateways deciding at once add one slot."""
+    held = conn.execute(
+        select(slots.c.slot, slots.c.state, assignments.c.results)
+        .outerjoin(assignments, assignments.c.id == slots.c.assignment_id)
+        .where(slots.c.study == study, slots.c.task_id == task_id)).all()
+    if (len(held) >= adaptive.max_raters or any(row.state != "done" for row in held)
+            or not disagree([row.results for row in held], adaptive.threshold)
+            or _agreement_narrow(conn, study, adaptive.target_width)):
+        return
+    add_once(conn, slots, {"study": study, "task_id": task_id,
+                           "slot": max(row.slot for row in held) + 1, "state": "free"})
+
+
+@dataclass(frozen=True)
+class AddedSlots:
+    """The slots adaptive extra raters added to a study's episodes (above k), and how many of
+    them were rated."""
+
+    opened: int
+    rated: int
+
+
+def added_slots(engine: Engine, study: str, k: int) -> AddedSlots:
+    """How many slots adaptive extra raters added to the study's episodes (numbered above
+    ``k``), and how many of them are rated."""
+    added = and_(slots.c.study == study, slots.c.slot > k)
+    with engine.connect() as conn:
+        opened, rated = conn.execute(select(
+            func.count(), func.count().filter(slots.c.state == "done")).where(added)).one()
+    return AddedSlots(opened, rated)
+
+
+def added_slot(engine: Engine, assignment_id: int) -> int | None:
+    """The slot above k the assignment's rating settled on; None for one of the first k."""
+    with engine.connect() as conn:
+        return conn.execute(select(added_ratings.c.slot).where(
+            added_ratings.c.assignment_id == assignment_id)).scalar_one_or_none()
+
+
+def mark_saved(engine: Engine, assignment_id: int, annotation_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(assignments)
+                     .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
+                     .values(state="saved", ls_annotation_id=annotation_id, saved_at=now()))
+
+
+def mark_failed(engine: Engine, assignment_id: int, reason: str) -> None:
+    """Stop trying to save a rating Label Studio refused; it stays here with ``reason``."""
+    with engine.begin() as conn:
+        if conn.execute(update(assignments)
+                        .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
+                        .values(state="failed", save_claimed_until=None)).rowcount:
+            conn.execute(insert(save_failures).values(assignment_id=assignment_id,
+                                                      reason=reason, failed_at=now()))
+
+
+def failed_saves(engine: Engine, study: str) -> list[FailedSave]:
+    """Every rating of the study that Label Studio refused, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(assignments.c.id, assignments.c.task_id, save_failures.c.reason,
+                   save_failures.c.failed_at)
+            .join(save_failures, save_failures.c.assignment_id == assignments.c.id)
+            .where(assignments.c.study == study, assignments.c.state == "failed")
+            .order_by(assignments.c.id)).all()
+    return [FailedSave(row.id, row.task_id, row.reason, aware(row.failed_at)) for row in rows]
+
+
+def _failed(conn: Connection, study: str, assignment_ids: list[int] | None) -> list[int]:
+    """``assignment_ids`` (or every failed rating of the study), each checked to be one."""
+    failed = set(conn.execute(select(assignments.c.id).where(
+        assignments.c.study == study, assignments.c.state == "failed")).scalars())
+    chosen = failed if assignment_ids is None else set(assignment_ids)
+    unknown = sorted(chosen - failed)
+    if unknown:
+        raise StudyError(f"no failed rating of study {study} has assignment id "
+                         f"{', '.join(map(str, unknown))}: see `sotopia-ls study status`")
+    return sorted(chosen)
+
+
+def retry_failed(engine: Engine, study: str, assignment_ids: list[int] | None) -> list[int]:
+    """Put failed ratings (``assignment_ids``, or all of the study's) back in the outbox, to
+    be saved by the next sweep; the ids put back, ascending. An id that names no failed rating
+    of the study is a ``StudyError``."""
+    with engine.begin() as conn:
+        chosen = _failed(conn, study, assignment_ids)
+        conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
+                     .values(state="saving", save_claimed_until=None))
+        conn.execute(delete(save_failures).where(save_failures.c.assignment_id.in_(chosen)))
+    return chosen
+
+
+def shelve_failed(engine: Engine, study: str, assignment_ids: list[int] | None) -> list[int]:
+    """Stop waiting for failed ratings that can never be saved: each is kept here,
+    ``shelved`` with its results and reason, and its slot is free for another participant, so
+    the episode still gets k ratings in Label Studio. The ids shelved, ascending."""
+    with engine.begin() as conn:
+        chosen = _failed(conn, study, assignment_ids)
+        conn.execute(update(slots).where(slots.c.assignment_id.in_(chosen),
+                                         slots.c.state == "done")
+                     .values(state="free", assignment_id=None, expires_at=None))
+        conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
+                     .values(state="shelved"))
+    return chosen
+
+
+def release_claim(engine: Engine, assignment_id: int) -> None:
+    """Let the next sweep, of any process, try a rating whose save failed."""
+    with engine.begin() as conn:
+        conn.execute(update(assignments).where(assignments.c.id == assignment_id)
+                     .values(save_claimed_until=None))
+
+
+def unclaimed(moment: datetime) -> ColumnElement[bool]:
+    """A rating no gateway process is saving at ``moment`` (its claim, if any, has run out)."""
+    return or_(assignments.c.save_claimed_until.is_(None),
+               assignments.c.save_claimed_until < moment)
+
+
+def claim_saves(engine: Engine, study: str, *, limit: int, hold_seconds: float) -> list[int]:
+    """Up to ``limit`` recorded ratings waiting to be saved, claimed by this process for
+    ``hold_seconds`` (oldest first). A claim only spares other processes the work: were two to
+    save the same rating, Label Studio's unique id would keep one."""
+    moment = now()
+    free = unclaimed(moment)
+    claimed = []
+    with engine.begin() as conn:
+        waiting = conn.execute(
+            select(assignments.c.id).where(assignments.c.study == study,
+                                           assignments.c.state == "saving", free)
+            .order_by(assignments.c.id).limit(limit)).scalars().all()
+        for assignment_id in waiting:
+            if conn.execute(update(assignments).where(
+                    assignments.c.id == assignment_id, assignments.c.state == "saving", free)
+                    .values(save_claimed_until=moment + timedelta(seconds=hold_seconds))).rowcount:
+                claimed.append(assignment_id)
+    return claimed
+
+
+def load(engine: Engine, assignment_id: int) -> Assignment:
+    with engine.connect() as conn:
+        return Assignment.of(conn.execute(
+            select(assignments).where(assignments.c.id == assignment_id)).one())
