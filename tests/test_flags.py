@@ -9,6 +9,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_nam
 from sotopia_ls.study.screening.flags import (
     FLAGS,
     Annotation,
+    Earlier,
     Flag,
     FlagThresholds,
     Typing,
@@ -55,7 +56,8 @@ def typed_throughout(fields: dict[str, object], **counts: Typing) -> dict[str, T
 def test_a_careful_annotation_raises_no_flag() -> None:
     judged = flag_annotation(annotation(
         episode_words=500, seconds=600,
-        typing=typed_throughout(careful()), others=(careful("theirs"),), reference=careful(),
+        typing=typed_throughout(careful()),
+        earlier=(Earlier(participant="p2", fields=careful("theirs")),), reference=careful(),
     ))
     assert {r.name for r in judged} == {flag.name for flag in FLAGS}
     assert not any(r.fired for r in judged), judged
@@ -80,17 +82,23 @@ def test_one_rationale_pasted_into_two_fields_is_repeated() -> None:
     assert not fired(annotation(), "repeated_rationale")
 
 
-def test_a_rationale_copied_from_another_participant_is_flagged() -> None:
+def test_a_rationale_copied_from_an_earlier_participant_is_flagged_naming_them() -> None:
     other = careful("theirs")
     mine = careful()
     name = reasoning_name(DIMENSIONS[1].key, 2)
     mine[name] = str(other[reasoning_name(DIMENSIONS[0].key, 1)]) + " indeed"
-    assert fired(annotation(fields=mine, others=(other,)), "copied_rationale")
-    assert not fired(annotation(fields=mine, others=(other,)), "copied_rationale",
+    # Two gave that rationale before: the first of them is named.
+    earlier = (Earlier(participant="p0", fields=other), Earlier(participant="p2", fields=other))
+    result = {r.name: r for r in flag_annotation(annotation(fields=mine, earlier=earlier))}
+    assert result["copied_rationale"].fired
+    assert result["copied_rationale"].detail == (
+        f"matches a rationale submitted earlier: {name} (participant p0)")
+    assert not fired(annotation(fields=mine, earlier=earlier[1:]), "copied_rationale",
                      copy_similarity=1.0)
     # Short answers agree by chance: "Very polite." twice is no copy.
     mine[name] = other[reasoning_name(DIMENSIONS[0].key, 1)] = "Very polite."
-    assert not fired(annotation(fields=mine, others=(other,)), "copied_rationale")
+    assert not fired(annotation(fields=mine, earlier=earlier[1:]), "copied_rationale")
+    # Nobody rated the episode before: nothing to copy from, so not judged.
     assert fired(annotation(fields=mine), "copied_rationale") is None
 
 

@@ -13,6 +13,7 @@ import contextlib
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -201,6 +202,58 @@ def test_the_dashboard_page_updates_itself_as_ratings_arrive(
         expect(page.locator('#progress [data-figure="episodes_done"]')).to_have_text("1")
         assert page.evaluate("window.notReloaded") is True
         assert served.token not in page.content()
+
+
+def test_guesses_at_the_dashboard_token_are_held_to_a_few_and_participants_stay_served(
+        ls_client: Client, label_studio: LocalServer, tmp_path: Path):
+    with served_study(ls_client, label_studio, tmp_path, episodes=2) as served:
+        participant = served.participant()
+        participant.arrive()
+        sign_in = f"{served.running.url}/researcher/pilot/sign-in"
+
+        def guess(_: int) -> httpx.Response:
+            return httpx.post(sign_in, data={"token": secrets.token_urlsafe(32)}, timeout=60)
+
+        # A script sends 100 wrong tokens at once, 20 at a time; a participant reads a page
+        # meanwhile.
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            guessing = pool.map(guess, range(100))
+            started = time.monotonic()
+            page = participant.http.get("/s/pilot/instructions")
+            page_took = time.monotonic() - started
+            answers = list(guessing)
+
+        statuses = Counter(answer.status_code for answer in answers)
+        assert set(statuses) <= {403, 429, 503}, statuses
+        # Five a second, thirty a minute (and the few in progress when the last one failed);
+        # each further guess is answered 429, a second late.
+        assert statuses[403] <= 30 + 3 and statuses[429] >= 50, statuses
+        held = next(answer for answer in answers if answer.status_code == 429)
+        assert 1 <= int(held.headers["retry-after"]) <= 60
+        assert page.status_code == 200 and page_took < 2.0
+
+        # A wrong Bearer header is held the same; the researcher, at another address, is not.
+        bearer = httpx.get(f"{served.running.url}/researcher/pilot/figures", timeout=60,
+                           headers={"Authorization": f"Bearer {secrets.token_urlsafe(32)}"})
+        assert bearer.status_code == 429
+        elsewhere = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+        with elsewhere:
+            assert elsewhere.post(sign_in, data={"token": served.token}).status_code == 303
+
+
+def test_a_hostile_address_is_logged_as_one_line_without_terminal_escapes(
+        ls_client: Client, label_studio: LocalServer, tmp_path: Path):
+    with served_study(ls_client, label_studio, tmp_path, episodes=2) as served:
+        for path in ("/s/pilot/%0aFAKE%1b[31m", "/researcher/pilot/%0d%0aFORGED 200 1 ms"):
+            assert httpx.get(served.running.url + path).status_code == 404
+        served.running.stop()
+        log = served.running.log.read_text()
+
+    assert "\x1b" not in log and "\r" not in log
+    lines = log.splitlines()
+    assert not [line for line in lines if line.startswith(("FAKE", "FORGED"))]
+    assert "GET /s/pilot/\\nFAKE\\x1b[31m 404" in log
+    assert "GET /researcher/pilot/\\r\\nFORGED 200 1 ms 404" in log
 
 
 # --- in this process -------------------------------------------------------------------------

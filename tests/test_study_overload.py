@@ -82,7 +82,7 @@ def serving(client: Client, tmp, limits: Limits) -> Iterator[InProcess]:
     study = make_study(tmp, project)
     gateway = prepare_gateway(study, client, open_store(study.database))
     app = create_app(gateway, secret=secrets.token_urlsafe(32), editor=EDITOR,
-                     https_only=False, limits=limits)
+                     https_only=False, limits=limits, dashboard_token=secrets.token_urlsafe(32))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
                                            **server_settings()))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -157,6 +157,7 @@ def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_lat
             answered_in = time.monotonic() - started
             health = httpx.get(f"{served.url}/health")
             script = httpx.get(f"{served.url}/static/gateway.js")
+            researcher = httpx.get(f"{served.url}/researcher/pilot/sign-in")
 
         # Turned away at once, told when to come back, with the headers of every answer.
         assert arriving.status_code == submitting.status_code == 503
@@ -171,8 +172,10 @@ def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_lat
                 in arriving.text)
         assert "reloads by itself" in arriving.text and "<script" not in arriving.text
         assert submitting.json()["retry_after"] == retry_after(submitting)
-        # What is not a participant's request is never turned away.
+        # What is not a participant's request is never turned away; the researcher's dashboard
+        # waits until the participants are served.
         assert health.status_code == script.status_code == 200
+        assert researcher.status_code == 503 and retry_after(researcher) == limits.retry_after
 
         served.in_flight(0)
         # Once the held request ended, the same requests are served.
@@ -184,7 +187,24 @@ def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_lat
                 assignments.c.key == rater.boot["assignment"])).scalar_one() in ("saving",
                                                                                  "saved")
         served.in_flight(0)  # the count goes down as each answer ends
+        assert httpx.get(f"{served.url}/researcher/pilot/sign-in").status_code == 200
         rater.close()
+
+
+def test_the_researchers_requests_have_a_bound_of_their_own(ls_client, tmp_path):
+    limits = Limits(threads=4, most_in_flight=100, most_researcher_in_flight=1)
+    with serving(ls_client, tmp_path, limits) as served, socket.create_connection(
+            ("127.0.0.1", int(served.url.rsplit(":", 1)[1]))) as held:
+        # A sign-in whose body is still on its way holds the one researcher request allowed.
+        held.sendall(b"POST /researcher/pilot/sign-in HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/x-www-form-urlencoded\r\n"
+                     b"Content-Length: 100\r\n\r\ntoken=")
+        time.sleep(0.5)
+        refused = httpx.get(f"{served.url}/researcher/pilot/sign-in")
+        arriving = httpx.get(f"{served.url}/s/pilot", params=served.link())
+
+        assert refused.status_code == 503 and retry_after(refused) == limits.retry_after
+        assert arriving.status_code == 303  # the participants' own count is untouched
 
 
 def test_a_participant_slow_to_send_their_rating_turns_nobody_away(ls_client, tmp_path):

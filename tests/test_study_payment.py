@@ -530,7 +530,38 @@ def test_a_screened_out_submission_of_a_qualification_round_is_left_alone(tmp_pa
     assert ("screened out: 1 submission(s) of the qualification round; nothing to send "
             "(Prolific does not await their review)") in payment.plan.lines()
     assert sent_actions(engine) == {approved.id: "approve"}
-    assert sorted(path.name for path in folder.iterdir()) == [f"approve-{PROLIFIC_STUDY}.txt"]
+    assert sorted(path.name for path in folder.iterdir()) == [f"sent-{PROLIFIC_STUDY}.csv"]
+
+
+def test_the_files_hold_the_same_decisions_before_and_after_sending_the_sent_ones_apart(
+        engine, study, prolific, tmp_path):
+    approved, refused, rejected, _ = reviewed(engine, study, "approve", "reject", "reject",
+                                              "look")
+    prolific.script[TRANSITION.format(ids(engine, refused)[0])] = [(400, {"error": {
+        "detail": {"status": ["Submission is not awaiting review."]}}}, {})]
+    before, after = tmp_path / "before", tmp_path / "after"
+
+    pay(engine, study, None, files_dir=before)
+    pay(engine, study, prolific, send=True)  # the first rejection refused, the rest accepted
+    pay(engine, study, None, files_dir=after)
+
+    def rejections(folder: Path) -> list[str]:
+        path = folder / f"reject-{PROLIFIC_STUDY}.csv"
+        return list(pd.read_csv(path, dtype=str)["participant_id"]) if path.exists() else []
+
+    assert sorted(path.name for path in before.iterdir()) == [
+        f"approve-{PROLIFIC_STUDY}.txt", f"reject-{PROLIFIC_STUDY}.csv"]
+    assert (before / f"approve-{PROLIFIC_STUDY}.txt").read_text() == f"{ids(engine, approved)[1]}\n"
+    assert rejections(before) == [ids(engine, refused)[1], ids(engine, rejected)[1]]
+    # After: what is left to do by hand, and what Prolific accepted, when.
+    assert sorted(path.name for path in after.iterdir()) == [
+        f"reject-{PROLIFIC_STUDY}.csv", f"sent-{PROLIFIC_STUDY}.csv"]
+    assert rejections(after) == [ids(engine, refused)[1]]
+    sent = pd.read_csv(after / f"sent-{PROLIFIC_STUDY}.csv", dtype=str)
+    assert sent[["participant_id", "submission_id", "action"]].values.tolist() == [
+        [ids(engine, approved)[1], ids(engine, approved)[0], "approve"],
+        [ids(engine, rejected)[1], ids(engine, rejected)[0], "reject"]]
+    assert sent["sent_at"].str.match(r"\d{4}-\d\d-\d\dT").all()
 
 
 def test_no_cell_of_the_rejections_file_starts_a_spreadsheet_formula(engine, study, tmp_path):

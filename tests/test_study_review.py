@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 from conftest import results_of
-from sqlalchemy import Engine, Row, insert, select
+from sqlalchemy import Engine, Row, insert, select, update
 from starlette.testclient import TestClient
 from study_support import EDITOR, Participant, make_study, spend_time, study_project, typed
 
@@ -425,6 +425,31 @@ def test_a_rating_without_typing_counts_is_not_measured_never_clean(tmp_path):
         "with the rating"]
     assert measured[["pasted_rationale.judged", "suggested", "rule", "details"]].tolist() == [
         1, "approve", "clean", ""]
+
+
+def test_only_the_later_of_two_matching_rationales_is_flagged_and_names_the_first(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    # "a" arrived first but submitted a minute after "b": the same rationales, word for word.
+    copier = recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    author = recorded_visit(engine, "b", "completed", [(1, GOOD, 600.0)])
+    for visit_id, minute in ((author, 0), (copier, 1)):
+        with engine.begin() as conn:
+            conn.execute(update(assignments).where(assignments.c.visit_id == visit_id).values(
+                submitted_at=datetime(2026, 1, 1, 12, minute, tzinfo=UTC)))
+
+    write_review(engine, study, tmp_path / "review.csv")
+    rows = pd.read_csv(tmp_path / "review.csv", dtype=str,
+                       keep_default_na=False).set_index("participant")
+
+    first, later = rows.loc["b" * 24], rows.loc["a" * 24]
+    assert (first["copied_rationale.fired"], first["copied_rationale.judged"]) == ("0", "0")
+    assert (first["suggested"], first["message"], first["details"]) == ("approve", "", "")
+    assert (later["copied_rationale.fired"], later["copied_rationale.judged"]) == ("1", "1")
+    assert (later["suggested"], later["rule"]) == ("look", "flagged")
+    assert f"(participant {'b' * 24})" in later["details"]  # the source, for the researcher
+    assert "match another participant's in 1 of 1" in later["message"]
+    assert "b" * 24 not in later["message"]
 
 
 def test_time_on_task_is_the_visible_time_where_the_page_measured_it(tmp_path):

@@ -510,9 +510,11 @@ _PAYMENT_OPTIONS = (
                  f"fails is sent again up to {RETRIES} times; a redirect is never followed."),
     click.option("--prolific-files", "files_dir",
                  type=click.Path(file_okay=False, path_type=Path),
-                 help="With --apply: write the decisions into this folder (replaced whole) as "
-                 "the files Prolific's screens take: approve-<study id>.txt, "
-                 "reject-<study id>.csv, allow-list.txt. Needs no token."),
+                 help="With --apply: write the recorded decisions into this folder (replaced "
+                 "whole) as the files Prolific's screens take, the same decisions before and "
+                 "after --send: approve-<study id>.txt and reject-<study id>.csv hold those "
+                 "not sent yet, sent-<study id>.csv those Prolific accepted (with --send, "
+                 "this run's too), allow-list.txt every passer. Needs no token."),
     click.option("--workspace", "workspace_id",
                  help="With --apply: the Prolific workspace id a qualification round's "
                  "participant group is made in (in the address of its page on Prolific)."),
@@ -583,8 +585,9 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
     --apply carries the recorded decisions out on Prolific: approvals in bulk, each rejection
     with its message and category, a qualification round's passers as a participant group.
     It prints what it would send and sends nothing without --send; each action sent is
-    recorded, so running it again sends only what is left. Without a Prolific token,
-    --prolific-files writes the same decisions for Prolific's own screens.
+    recorded, so running it again sends only what is left. --prolific-files writes the
+    decisions as files for Prolific's own screens (no token needed): those not sent yet to
+    approve or reject by hand, those Prolific accepted listed apart.
 
     Example:
 

@@ -13,7 +13,9 @@ participants' session cookie opens nothing here: without the dashboard's cookie 
 page and its figures answer 404, as an address that does not exist does. The sign-in form
 itself answers anyone, participants included: it shows nothing of the study, but tells that
 the gateway serves a dashboard for the study of that name. The token is compared in constant
-time and never written to a page, a log or an answer.
+time and never written to a page, a log or an answer. Each wrong token (the form's, or a
+``Bearer`` header's) counts against its client address: past a few a second, or a few dozen a
+minute, the overload guard answers that client's dashboard requests 429 (``overload.Throttle``).
 
 What it shows is made off the request path (``Dashboard.refresh``, run by
 ``live.LiveFigures`` in its thread): progress (episodes, slots, saves) every few seconds, and
@@ -42,6 +44,7 @@ from starlette.routing import BaseRoute, Route
 from ...dimensions import RUBRIC
 from ..screening.flags import FLAGS
 from ..screening.review import review_rows
+from ..serving.overload import Throttle, client_address
 from ..serving.security import bounded_body
 from ..settings import StudyFile
 from ..status import study_status
@@ -64,12 +67,17 @@ def signed_in_value(token: str, study: str) -> str:
     return TimestampSigner(token, salt=_SALT).sign(study).decode()
 
 
+def _bearer(request: Request) -> str | None:
+    """The token of the request's ``Authorization: Bearer`` header; None without one."""
+    header = request.headers.get("authorization", "")
+    return header[len(_BEARER):].strip() if header[:len(_BEARER)].lower() == _BEARER else None
+
+
 def allowed(request: Request, token: str, study: str) -> bool:
     """Whether the request carries the token (``Authorization: Bearer``) or the dashboard's
     cookie, still valid; the participants' session says nothing here."""
-    header = request.headers.get("authorization", "")
-    if header[:len(_BEARER)].lower() == _BEARER:
-        return hmac.compare_digest(header[len(_BEARER):].strip().encode(), token.encode())
+    if (sent := _bearer(request)) is not None:
+        return hmac.compare_digest(sent.encode(), token.encode())
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return False
@@ -182,13 +190,16 @@ def _sign_in_token(body: bytes) -> str:
 
 
 def dashboard_routes(dashboard: Dashboard, token: str, render: Render, *,
-                     https_only: bool) -> list[BaseRoute]:
-    """The dashboard's routes for ``token``; ``render`` is the gateway's page renderer."""
+                     https_only: bool, throttle: Throttle) -> list[BaseRoute]:
+    """The dashboard's routes for ``token``; ``render`` is the gateway's page renderer; each
+    wrong token fails its client in ``throttle``."""
     name = dashboard.study.name
     base = f"/researcher/{name}"
 
     def guard(request: Request) -> None:
         if request.path_params["study"] != name or not allowed(request, token, name):
+            if _bearer(request) is not None:
+                throttle.failed(client_address(request.scope))
             raise HTTPException(404)
 
     def signed_in(response: Response) -> Response:
@@ -212,6 +223,7 @@ def dashboard_routes(dashboard: Dashboard, token: str, render: Render, *,
             return render(request, "researcher_sign_in.html", base=base, refused=False)
         sent = _sign_in_token(await bounded_body(request, _SIGN_IN_LIMIT))
         if not hmac.compare_digest(sent.encode(), token.encode()):
+            throttle.failed(client_address(request.scope))
             return render(request, "researcher_sign_in.html", 403, base=base, refused=True)
         return signed_in(RedirectResponse(base, status_code=303))
 

@@ -18,8 +18,10 @@ the default, sends nothing), or sends it and records each action as soon as Prol
 it (``store.prolific_actions``, ``prolific_groups``, ``prolific_group_members``): a failure
 keeps what was sent before it, and a rerun sends nothing twice. A decision changed after its
 submission's status was sent is a conflict, reported and never sent (Prolific cannot undo a
-status change). Without a token the same plan is written as the files Prolific's own screens
-take (``write_prolific_files``), every cell a spreadsheet would evaluate made text.
+status change). Without a token the decisions are written as the files Prolific's own screens
+take (``write_prolific_files``), every cell a spreadsheet would evaluate made text: the same
+decisions before and after ``--send``, those not sent yet to do by hand, those Prolific
+accepted listed apart (written after this run's sending, when it sends).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -41,6 +44,7 @@ from ..screening.review import DECISIONS, SCREENED_OUT
 from ..settings import StudyFile
 from ..store import (
     add_once,
+    aware,
     decisions,
     now,
     participants,
@@ -60,8 +64,10 @@ from .prolific import (
 
 # Columns of the rejections file: what Prolific's reject screen asks for, per submission.
 REJECT_COLUMNS = ("participant_id", "submission_id", "rejection_category", "message")
+# Columns of the file of actions Prolific accepted already (sent with --send).
+SENT_COLUMNS = ("participant_id", "submission_id", "action", "sent_at")
 ALLOW_LIST_FILE = "allow-list.txt"
-_FILE_NAMES = re.compile(r"approve-[0-9a-z]+\.txt|reject-[0-9a-z]+\.csv|" + re.escape(
+_FILE_NAMES = re.compile(r"approve-[0-9a-z]+\.txt|(reject|sent)-[0-9a-z]+\.csv|" + re.escape(
     ALLOW_LIST_FILE))
 _SENT = {"approve": "approved", "reject": "rejected"}
 
@@ -78,6 +84,7 @@ class SubmissionDecision:
     message: str | None
     category: str | None
     sent: str | None  # what was sent to Prolific for the submission already
+    sent_at: datetime | None
 
     @property
     def subject(self) -> str:
@@ -98,14 +105,14 @@ class GroupPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """What is left to send to Prolific for a study."""
+    """What is left to send to Prolific for a study, and what was sent already."""
 
     study: str
     approvals: tuple[SubmissionDecision, ...]
     rejections: tuple[SubmissionDecision, ...]
     waiting: tuple[SubmissionDecision, ...]
-    conflicts: tuple[SubmissionDecision, ...]
-    already_sent: int
+    conflicts: tuple[SubmissionDecision, ...]  # sent already as another decision
+    sent: tuple[SubmissionDecision, ...]  # sent already as decided
     group: GroupPlan | None
     screened_out: int = 0  # a qualification round's screen-outs: nothing to send
 
@@ -115,7 +122,7 @@ class Plan:
         out = [(f"study {self.study}: {len(self.approvals)} to approve (in {requests} "
                 f"bulk-approve request(s)), {len(self.rejections)} to reject, "
                 f"{len(self.waiting)} waiting for your decision, {len(self.conflicts)} "
-                f"conflict(s), {self.already_sent} sent before")]
+                f"conflict(s), {len(self.sent)} sent before")]
         out += [f"approve  {d.subject}" for d in self.approvals]
         out += [f"reject   {d.subject} {d.category}: {d.message}" for d in self.rejections]
         out += [f"look     {d.subject}: waiting for you; write approve or reject in the review "
@@ -140,8 +147,8 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
                  workspace_id: str | None = None) -> Plan:
     """What is left to send for ``study``'s decisions (and its allow-list, if it is a
     qualification round); a rejection Prolific would refuse stops it, naming the participant."""
-    kinds: dict[str, list[SubmissionDecision]] = {kind: [] for kind in (*DECISIONS, "conflict")}
-    already = 0
+    kinds: dict[str, list[SubmissionDecision]] = {kind: [] for kind in (*DECISIONS, "conflict",
+                                                                        "sent")}
     for decided in _decided(engine, study.name):
         if decided.decision not in DECISIONS:
             raise StudyError(f"study {study.name}: visit {decided.visit_id} has the decision "
@@ -150,7 +157,7 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
         if decided.sent is None:
             kinds[decided.decision].append(decided)
         elif decided.sent == decided.decision:
-            already += 1
+            kinds["sent"].append(decided)
         else:
             kinds["conflict"].append(decided)
     for decided in kinds["reject"]:
@@ -161,7 +168,7 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
                              f"(visit {decided.visit_id}): {exc}") from exc
     return Plan(study=study.name, approvals=tuple(kinds["approve"]),
                 rejections=tuple(kinds["reject"]), waiting=tuple(kinds["look"]),
-                conflicts=tuple(kinds["conflict"]), already_sent=already,
+                conflicts=tuple(kinds["conflict"]), sent=tuple(kinds["sent"]),
                 screened_out=len(kinds[SCREENED_OUT]),
                 group=_group_plan(engine, study, group_name, workspace_id))
 
@@ -172,7 +179,7 @@ def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
             select(decisions.c.visit_id, decisions.c.decision, decisions.c.message,
                    decisions.c.category, visits.c.prolific_session_id,
                    visits.c.prolific_study_id, participants.c.external_id,
-                   prolific_actions.c.action)
+                   prolific_actions.c.action, prolific_actions.c.sent_at)
             .join(visits, visits.c.id == decisions.c.visit_id)
             .join(participants, participants.c.id == visits.c.participant_id)
             .outerjoin(prolific_actions, prolific_actions.c.visit_id == decisions.c.visit_id)
@@ -182,7 +189,8 @@ def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
     return [SubmissionDecision(
         visit_id=row.visit_id, submission_id=row.prolific_session_id,
         participant_id=row.external_id, prolific_study=row.prolific_study_id,
-        decision=row.decision, message=row.message, category=row.category, sent=row.action)
+        decision=row.decision, message=row.message, category=row.category, sent=row.action,
+        sent_at=aware(row.sent_at))
         for row in rows]
 
 
@@ -330,22 +338,31 @@ def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, sent: Se
 
 def write_prolific_files(plan: Plan, folder: Path) -> list[Path]:
     """The plan as the files Prolific's screens take, replacing ``folder`` whole: per Prolific
-    study, ``approve-<study id>.txt`` (participant ids one a line, for its Bulk approve box)
-    and ``reject-<study id>.csv`` (``REJECT_COLUMNS``, one rejection a row); for a
-    qualification round, ``allow-list.txt`` (every passer's participant id, one a line)."""
+    study, the decisions not sent yet in ``approve-<study id>.txt`` (participant ids one a
+    line, for its Bulk approve box) and ``reject-<study id>.csv`` (``REJECT_COLUMNS``, one
+    rejection a row), and those Prolific accepted already in ``sent-<study id>.csv``
+    (``SENT_COLUMNS``); for a qualification round, ``allow-list.txt`` (every passer's
+    participant id, one a line)."""
     texts: dict[str, str] = {}
     for study_id, approvals in _by_study(plan.approvals).items():
         texts[f"approve-{study_id}.txt"] = "".join(f"{d.participant_id}\n" for d in approvals)
     for study_id, rejections in _by_study(plan.rejections).items():
-        texts[f"reject-{study_id}.csv"] = neutralized_frame(pd.DataFrame(
-            [(d.participant_id, d.submission_id, d.category, d.message) for d in rejections],
-            columns=list(REJECT_COLUMNS))).to_csv(index=False)
+        texts[f"reject-{study_id}.csv"] = _csv(REJECT_COLUMNS, [
+            (d.participant_id, d.submission_id, d.category, d.message) for d in rejections])
+    for study_id, sent in _by_study((*plan.sent, *plan.conflicts)).items():
+        texts[f"sent-{study_id}.csv"] = _csv(SENT_COLUMNS, [
+            (d.participant_id, d.submission_id, d.sent,
+             d.sent_at.isoformat() if d.sent_at else "") for d in sent])
     if plan.group and plan.group.allowed:
         texts[ALLOW_LIST_FILE] = "".join(f"{member}\n" for member in plan.group.allowed)
     with replaced_folder(folder, lambda name: bool(_FILE_NAMES.fullmatch(name))) as staging:
         for name, text in texts.items():
             (staging / name).write_text(text, encoding="utf-8")
     return [folder / name for name in sorted(texts)]
+
+
+def _csv(columns: Sequence[str], rows: list[tuple[object, ...]]) -> str:
+    return neutralized_frame(pd.DataFrame(rows, columns=list(columns))).to_csv(index=False)
 
 
 def _by_study(decided: Sequence[SubmissionDecision]) -> dict[str, list[SubmissionDecision]]:
@@ -377,13 +394,17 @@ class Payment:
 def apply_decisions(engine: Engine, study: StudyFile, *, prolific: Prolific | None,
                     send: bool = False, files_dir: Path | None = None,
                     group_name: str | None = None, workspace_id: str | None = None) -> Payment:
-    """Carry out ``study``'s recorded decisions on Prolific: the plan alone (a dry run), its
-    files for Prolific's screens in ``files_dir``, or, with ``send``, the plan sent through
-    ``prolific`` and recorded as it goes."""
+    """Carry out ``study``'s recorded decisions on Prolific: the plan alone (a dry run), or,
+    with ``send``, the plan sent through ``prolific`` and recorded as it goes; then, with
+    ``files_dir``, the decisions as they stand as files for Prolific's screens."""
     if send and prolific is None:
         raise StudyError("sending to Prolific needs its API token: set PROLIFIC_TOKEN, or write "
                          "the files for Prolific's own screens with --prolific-files DIR")
-    plan = plan_payment(engine, study, group_name or default_group_name(study), workspace_id)
-    files = write_prolific_files(plan, files_dir) if files_dir is not None else []
+    name = group_name or default_group_name(study)
+    plan = plan_payment(engine, study, name, workspace_id)
     sent = send_plan(engine, prolific, plan) if send and prolific else None
+    files: list[Path] = []
+    if files_dir is not None:  # what this run sent is among the sent ones
+        standing = plan_payment(engine, study, name, workspace_id) if sent else plan
+        files = write_prolific_files(standing, files_dir)
     return Payment(plan=plan, sent=sent, files=files)

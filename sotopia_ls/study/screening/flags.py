@@ -3,7 +3,10 @@
 An ``Annotation`` is one participant's ratings of one episode in the flat form
 (``sotopia_ls.scores``), with what else is known about it: the episode's word count, the time
 on task, how much of each rationale was pasted rather than typed, the other participants'
-ratings of the same episode and reference (gold) ratings. Each flag is one ``Flag`` in
+ratings of the same episode submitted before it and reference (gold) ratings. A rationale that
+matches another participant's is the later one's copy: only the later rating is flagged, and
+its detail names the earlier participant (for the researcher; never in a participant's
+message). Each flag is one ``Flag`` in
 ``FLAGS``; its thresholds live in ``FlagThresholds`` (one model, defaults here; a study file's
 ``flags`` holds its own). ``flag_annotation`` runs every flag and knows none by name: a flag is one
 object added to the list (``flag_annotation(..., flags=FLAGS + (mine,))``).
@@ -77,6 +80,15 @@ class Typing(BaseModel):
         return self.pasted + self.typed
 
 
+class Earlier(BaseModel):
+    """Another participant's ratings of the same episode, submitted before the annotation's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    participant: str
+    fields: FlatForm
+
+
 class Annotation(BaseModel):
     """One participant's ratings of one episode, and what is known about how they were given."""
 
@@ -88,13 +100,14 @@ class Annotation(BaseModel):
     episode_words: int | None = Field(None, ge=0)
     seconds: float | None = Field(None, ge=0)
     typing: dict[str, Typing] = {}  # by rationale field name (``reasoning_name``)
-    others: tuple[FlatForm, ...] = ()  # the other participants' ratings of the episode
+    earlier: tuple[Earlier, ...] = ()  # others' ratings of the episode, first submitted first
     reference: FlatForm | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> Annotation:
         # The score model's own checks: a score outside its dimension's range is refused here.
-        for flat in (self.fields, *self.others, *([self.reference] if self.reference else [])):
+        for flat in (self.fields, *(other.fields for other in self.earlier),
+                     *([self.reference] if self.reference else [])):
             Evaluation.from_flat(flat)
         for name in sorted(self.typing.keys() - set(RATIONALE_FIELDS)):
             raise ValueError(f"typing: {name!r} is no rationale field of the rubric")
@@ -167,11 +180,12 @@ def _repeated(annotation: Annotation, limits: FlagThresholds) -> Outcome:
 
 
 class _Other:
-    """Another participant's rationale (normalized), with what comparing it needs computed
-    once: its letters counted, and a matcher indexing it, made when first needed."""
+    """Another participant's rationale (normalized) and who gave it, with what comparing it
+    needs computed once: its letters counted, and a matcher indexing it, made when first
+    needed."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, text: str, participant: str) -> None:
+        self.text, self.participant = text, participant
         self.letters = Counter(text)
         self._matcher: SequenceMatcher[str] | None = None
 
@@ -191,29 +205,33 @@ class _Other:
         return self._matcher.ratio() >= limits.copy_similarity
 
 
-def _matches(mine: str, theirs: Sequence[_Other], limits: FlagThresholds) -> bool:
+def _source(mine: str, theirs: Sequence[_Other], limits: FlagThresholds) -> str | None:
+    """The participant of the first of ``theirs`` that ``mine`` matches; None when none does."""
     letters = Counter(mine)
-    return any(other.similar(mine, letters, limits) for other in theirs)
+    return next((other.participant for other in theirs
+                 if other.similar(mine, letters, limits)), None)
 
 
 def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
-    if not annotation.others:
+    if not annotation.earlier:
         return None
     theirs = [
-        _Other(text)
-        for other in annotation.others
-        for text in map(_normalized, _rationales(other).values())
+        _Other(text, other.participant)
+        for other in annotation.earlier
+        for text in map(_normalized, _rationales(other.fields).values())
         if len(text) >= limits.copy_min_chars
     ]
-    copied = [
-        name
+    copied = {
+        name: source
         for name, text in _rationales(annotation.fields).items()
         if len(mine := _normalized(text)) >= limits.copy_min_chars
-        and _matches(mine, theirs, limits)
-    ]
+        and (source := _source(mine, theirs, limits)) is not None
+    }
     if not copied:
-        return False, f"no rationale matches another participant's ({len(annotation.others)} compared)"
-    return True, "matches another participant's rationale: " + ", ".join(copied)
+        return False, (f"no rationale matches an earlier participant's "
+                       f"({len(annotation.earlier)} compared)")
+    return True, "matches a rationale submitted earlier: " + ", ".join(
+        f"{name} (participant {source})" for name, source in copied.items())
 
 
 def _fast(annotation: Annotation, limits: FlagThresholds) -> Outcome:
@@ -295,7 +313,8 @@ def _gold(annotation: Annotation, limits: FlagThresholds) -> Outcome:
 FLAGS: tuple[Flag, ...] = (
     Flag("short_rationale", "a rationale is shorter than the minimum word count", _short),
     Flag("repeated_rationale", "one rationale given for several dimensions or agents", _repeated),
-    Flag("copied_rationale", "a rationale equals or nearly equals another participant's", _copied),
+    Flag("copied_rationale", "a rationale equals or nearly equals one another participant "
+         "submitted earlier", _copied),
     Flag("too_fast", "time on task below the time it takes to read the episode", _fast),
     Flag("pasted_rationale", "a rationale was mostly pasted rather than typed", _pasted),
     Flag("straight_lining", "one score everywhere, or every score at its maximum or minimum",

@@ -3,8 +3,9 @@ and the researcher's decisions read back.
 
 ``review_rows`` reads the gateway's database alone. Each submitted rating of a visit becomes a
 ``flags.Annotation`` (its flat form, the words of the dialogue it showed, its time on task, its
-typing counts, the other participants' ratings of the same episode and the episode's gold
-reference, if any) and every flag of ``flags.FLAGS`` runs on it with the study's thresholds.
+typing counts, the other participants' ratings of the same episode submitted before it, and
+the episode's gold reference, if any) and every flag of ``flags.FLAGS`` runs on it with the
+study's thresholds.
 A row holds:
 
 - ``participant`` (PROLIFIC_PID) and ``submission`` (the visit's SESSION_ID, Prolific's
@@ -23,7 +24,8 @@ A row holds:
   ``details``: what each flag that fired found, each rating whose page claimed more time than
   the gateway saw pass (``time_clipped``) and each whose typing is not measured
   (``typing_not_measured``: no counts, or counts its text or time on task belie), for the
-  researcher;
+  researcher (a copied rationale names the participant who gave it first: only the later of
+  two matching ratings is flagged);
 - ``decision``, ``message``, ``category``: for the researcher to edit, filled with the decision
   recorded before, else the suggestion. ``message`` is written for the participant (it is what
   a rejection sends): which checks failed, never anything of another participant.
@@ -91,6 +93,7 @@ from ..store import (
 from .flags import (
     FLAGS,
     Annotation,
+    Earlier,
     FlagResult,
     FlagThresholds,
     Typing,
@@ -310,9 +313,10 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
         rows = conn.execute(
             select(assignments.c.id, assignments.c.task_id, assignments.c.visit_id,
                    assignments.c.participant_id, assignments.c.results,
-                   assignments.c.lead_time)
+                   assignments.c.lead_time, participants.c.external_id)
+            .join(participants, participants.c.id == assignments.c.participant_id)
             .where(assignments.c.study == study.name, assignments.c.state.in_(COUNTED))
-            .order_by(assignments.c.id)).all()
+            .order_by(assignments.c.submitted_at, assignments.c.id)).all()
         references = dict(conn.execute(
             select(gold.c.task_id, gold.c.reference).where(gold.c.study == study.name)).all())
         words = {task_id: _words(shown) for task_id, shown in conn.execute(
@@ -324,15 +328,15 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
     visible, claimed = recorded_visible(engine, flat), clipped(engine, flat)
     seconds = {row.id: visible.get(row.id, row.lead_time) for row in rows}
     judged = thresholds(study)
-    by_task: dict[int, list[Any]] = defaultdict(list)
-    for row in rows:
-        by_task[row.task_id].append(row)
+    submitted: dict[int, list[Any]] = defaultdict(list)  # each task's ratings so far
     rated: dict[int, list[Rated]] = defaultdict(list)
-    for row in rows:
-        others = tuple(flat[other.id] for other in by_task[row.task_id]
-                       if other.participant_id != row.participant_id)
+    for row in rows:  # first submitted first
+        earlier = tuple(Earlier(participant=other.external_id, fields=flat[other.id])
+                        for other in submitted[row.task_id]
+                        if other.participant_id != row.participant_id)
+        submitted[row.task_id].append(row)
         reference = references.get(row.task_id)
-        annotation = _annotation(row, flat[row.id], words.get(row.task_id), others, reference,
+        annotation = _annotation(row, flat[row.id], words.get(row.task_id), earlier, reference,
                                  typed.get(row.id, {}), seconds[row.id])
         farthest = largest_distance(flat[row.id], reference) if reference else None
         rated[row.visit_id].append(Rated(
@@ -344,12 +348,12 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
 
 
 def _annotation(row: Any, fields: dict[str, Any], episode_words: int | None,
-                others: tuple[dict[str, Any], ...], reference: Any,
+                earlier: tuple[Earlier, ...], reference: Any,
                 typed: dict[str, Typing], seconds: float | None) -> Annotation:
     try:
         return Annotation(participant=str(row.participant_id), episode=str(row.task_id),
                           fields=fields, episode_words=episode_words, seconds=seconds,
-                          typing=typed, others=others, reference=reference)
+                          typing=typed, earlier=earlier, reference=reference)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         raise StudyError(f"assignment {row.id} (task {row.task_id}) cannot be reviewed: "

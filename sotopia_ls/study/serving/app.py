@@ -61,7 +61,7 @@ from . import arrival
 from .editor import Editor
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
-from .overload import GATEWAY_LIMITS, Limits, OverloadGuard
+from .overload import GATEWAY_LIMITS, Limits, OverloadGuard, Throttle
 from .page import Form, NotAccepted, Page, Script, Turn, check_sequence, current_page
 from .security import (
     CSRF_FIELD,
@@ -145,6 +145,7 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     script_paths = tuple(f"/{page.submit.path}" for page in pages
                          if isinstance(page.submit, Script))
     dashboard = Dashboard(engine, study) if dashboard_token else None
+    throttle = Throttle()  # wrong dashboard tokens by client: the guard refuses those past it
     live = LiveFigures(engine, study, extra=participant_rows if dashboard else None,
                        also=dashboard.refresh if dashboard else None)
 
@@ -279,7 +280,8 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
             Route("/health", health),
             Route("/s/{study}", arrive),
             *(route for page in pages for route in page_routes(page)),
-            *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only)
+            *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only,
+                               throttle=throttle)
               if dashboard and dashboard_token else []),
             Mount("/static/editor", StaticFiles(directory=editor.folder)),
             Mount("/static/fonts", StaticFiles(directory=editor.fonts)),
@@ -292,4 +294,5 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
         exception_handlers={HTTPException: refused, NotAccepted: not_accepted, 500: failed},
         lifespan=lifespan,
         debug=False,
-    ), gateway.load, busy_page=busy, json_paths=script_paths, limits=limits))
+    ), gateway.load, busy_page=busy, json_paths=script_paths, limits=limits,
+        throttle=throttle))

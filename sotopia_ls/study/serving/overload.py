@@ -15,8 +15,14 @@ answers 503 with ``Retry-After`` before the request is read or any work is done:
 A script's submit (``json_paths``) gets a JSON answer the rating page reads (it waits
 ``Retry-After`` and sends the same rating again: ``leases.settle`` records it once); a page
 gets a short "busy" page that reloads itself after the same seconds (a meta refresh: the
-Content-Security-Policy allows no inline script). ``/health``, the static files and the
-researcher's dashboard are not counted, nor ever refused.
+Content-Security-Policy allows no inline script). ``/health`` and the static files are not
+counted, nor ever refused.
+
+The researcher's dashboard (``/researcher/…``) comes after the participants: its requests are
+answered 503 while the process is saturated, and beyond ``Limits.most_researcher_in_flight``
+of their own. A client that sent too many wrong dashboard tokens (``Throttle``: the dashboard
+counts them) gets 429 with ``Retry-After`` for any of them, before the request is read: a
+flood of guesses costs the process little and takes nothing from the participants.
 
 Retry-After is drawn between ``Limits.retry_after`` and twice that, so participants turned
 away together do not all come back in the same second.
@@ -29,16 +35,25 @@ work of every request there) when the app starts, so that the threads, the datab
 from __future__ import annotations
 
 import json
+import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio.to_thread
+from limits import RateLimitItem, parse_many
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .load import Load
 
 PARTICIPANT_PREFIX = "/s/"
+RESEARCHER_PREFIX = "/researcher/"
+# Wrong dashboard tokens a client may send: a researcher mistypes a few, a script guessing
+# is held to these.
+WRONG_TOKENS = tuple(parse_many("5/second;30/minute"))
 
 
 @dataclass(frozen=True)
@@ -54,11 +69,38 @@ class Limits:
     most_in_flight: int = 64
     longest_wait: float = 5.0  # seconds
     retry_after: int = 2  # seconds, the least a participant is asked to wait
+    # The researcher's dashboard: a page and its polls, a sign-in now and then.
+    most_researcher_in_flight: int = 4
 
 
 GATEWAY_LIMITS = Limits()
 
 BUSY_MESSAGE = "The study is busy for a moment; your rating is kept. Trying again shortly."
+
+
+def client_address(scope: Scope) -> str:
+    """The request's client address (the proxy's ``X-Forwarded-For`` where uvicorn trusts it)."""
+    return scope["client"][0] if scope.get("client") else ""
+
+
+class Throttle:
+    """Failures per client address (e.g. wrong tokens), in this process's memory: a client past
+    one of ``rates`` (moving windows, ``limits``) waits until it is back under."""
+
+    def __init__(self, rates: tuple[RateLimitItem, ...] = WRONG_TOKENS) -> None:
+        self.rates = rates
+        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    def failed(self, client: str) -> None:
+        for rate in self.rates:
+            self.limiter.hit(rate, client)
+
+    def wait(self, client: str) -> int:
+        """Seconds until ``client`` is under every rate again; 0 when it is."""
+        stats = [self.limiter.get_window_stats(rate, client) for rate in self.rates]
+        until = max((window.reset_time for window in stats if window.remaining <= 0),
+                    default=0.0)
+        return max(math.ceil(until - time.time()), 0)
 
 
 def _has_body(scope: Scope) -> bool:
@@ -70,16 +112,23 @@ def _has_body(scope: Scope) -> bool:
 class OverloadGuard:
     """Pure ASGI middleware: participant requests counted in ``load``; a saturated process
     answers them 503 with ``Retry-After`` (``busy_page``: the HTML page that reloads itself
-    after the given seconds; JSON for ``json_paths``)."""
+    after the given seconds; JSON for ``json_paths``). The researcher's requests come after
+    them, and a client ``throttle`` holds is refused them (429)."""
 
     def __init__(self, app: ASGIApp, load: Load, *, busy_page: Callable[[int], str],
-                 json_paths: tuple[str, ...], limits: Limits = GATEWAY_LIMITS) -> None:
+                 json_paths: tuple[str, ...], limits: Limits = GATEWAY_LIMITS,
+                 throttle: Throttle | None = None) -> None:
         self.app, self.load, self.limits = app, load, limits
         self.busy_page, self.json_paths = busy_page, json_paths
+        self.throttle = throttle or Throttle()
+        self.researchers = 0  # the researcher's requests in progress
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             anyio.to_thread.current_default_thread_limiter().total_tokens = self.limits.threads
+        if scope["type"] == "http" and scope["path"].startswith(RESEARCHER_PREFIX):
+            await self.researcher(scope, receive, send)
+            return
         if scope["type"] != "http" or not scope["path"].startswith(PARTICIPANT_PREFIX):
             await self.app(scope, receive, send)
             return
@@ -106,6 +155,25 @@ class OverloadGuard:
         finally:
             self.load.ended(ticket)
 
+    async def researcher(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A dashboard request: served unless its client is throttled (429), the participants
+        saturate the process or the researcher's own requests are at their bound (503)."""
+        if seconds := self.throttle.wait(client_address(scope)):
+            # Answered a second late, costing the process nothing meanwhile: a client sending
+            # guesses one after another sends one a second on each connection.
+            await anyio.sleep(1)
+            await _answer(send, 429, seconds, b"Too many wrong tokens from this address: "
+                          b"try again later.")
+        elif self.saturated() or self.researchers >= self.limits.most_researcher_in_flight:
+            await _answer(send, 503, self.limits.retry_after, b"The gateway is busy with "
+                          b"participants: try again in a moment.")
+        else:
+            self.researchers += 1
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.researchers -= 1
+
     def saturated(self) -> bool:
         return (self.load.in_flight >= self.limits.most_in_flight
                 or self.load.longest_wait() > self.limits.longest_wait)
@@ -118,7 +186,13 @@ class OverloadGuard:
         else:
             body = self.busy_page(seconds).encode()
             kind = b"text/html; charset=utf-8"
-        await send({"type": "http.response.start", "status": 503, "headers": [
-            (b"content-type", kind), (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(seconds).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, 503, seconds, body, kind)
+
+
+async def _answer(send: Send, status: int, seconds: int, body: bytes,
+                  kind: bytes = b"text/plain; charset=utf-8") -> None:
+    """``body`` as the whole answer, asking the client to come back after ``seconds``."""
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", kind), (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(seconds).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -6,6 +6,9 @@
   framing; pages and answers are never cached. It wraps the Starlette app itself, outside
   Starlette's ``ServerErrorMiddleware``, so the 500 page carries them too. It also writes the
   one-line access log, without query strings, so Prolific ids never reach a log.
+- ``OneLine``: every message of the gateway's log (``sotopia_ls.study``) is one line: a
+  request's path (``%0a``, ``%1b`` decoded), or anything else a message carries, can neither
+  forge a line nor reach the terminal as an escape sequence.
 - ``GatewayH11Protocol``: uvicorn answers a request it cannot parse (a malformed request line,
   an invalid header, a header section too large) with its own 400 before any app is called;
   this protocol class gives that answer the same headers.
@@ -51,7 +54,28 @@ CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf"
 _CSRF_KEY = "csrf"
 
+
+
+def one_line(text: str) -> str:
+    """``text`` with each character ``str.isprintable`` refuses (line breaks, escapes, other
+    control and format characters) and each backslash written as Python escapes it: ``\\n``,
+    ``\\x1b``, ``\\\\``."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(char if char.isprintable() and char != "\\"
+                   else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
+class OneLine(logging.Filter):
+    """Makes each record's message ``one_line`` (a traceback, kept apart, stays as it is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = one_line(record.getMessage()), None
+        return True
+
+
 log = logging.getLogger("sotopia_ls.study")
+log.addFilter(OneLine())
 
 
 class SecurityHeaders:
