@@ -31,7 +31,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-import pandas as pd
 from itsdangerous import BadSignature, TimestampSigner
 from sqlalchemy import Engine, case, func, select
 from starlette.exceptions import HTTPException
@@ -41,8 +40,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..dimensions import RUBRIC
 from .flags import FLAGS
-from .live import Snapshot, latest_snapshot
-from .review import review_rows
+from .live import Snapshot, figures_unavailable, latest_snapshot
 from .security import bounded_body
 from .settings import StudyFile
 from .status import study_status
@@ -112,7 +110,12 @@ def progress(engine: Engine, study: StudyFile) -> dict[str, Any]:
 
 def participant_rows(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
     """Each visit as the review file has it, cut to what the dashboard shows: which flags
-    fired, on how many of the ratings each judged."""
+    fired, on how many of the ratings each judged. Run in the worker process (``live``): the
+    review's tables (pandas) stay out of the gateway's."""
+    import pandas as pd
+
+    from .review import review_rows
+
     rows = []
     for row in review_rows(engine, study).to_dict("records"):
         fired = [f"{flag.name} {row[f'{flag.name}.fired']}/{row[f'{flag.name}.judged']}"
@@ -144,7 +147,8 @@ class Dashboard:
         self.engine, self.study = engine, study
         self._lock = threading.Lock()
         self._shown: dict[str, Any] = {"study": study.name, "updated_at": None,
-                                       "progress": None, "agreement": None, "participants": []}
+                                       "progress": None, "agreement": None, "participants": [],
+                                       "agreement_unavailable": figures_unavailable()}
         self._failing: set[str] = set()
 
     def refresh(self, participants: list[dict[str, Any]] | None) -> None:

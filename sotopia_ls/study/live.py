@@ -1,12 +1,11 @@
 """The running agreement: the report's own figures on the ratings the gateway holds so far.
 
-``live_figures`` reads the study's submitted ratings from the gateway's database alone (those
-saved in Label Studio or waiting to be: what an export will read; gold episodes left out),
-builds the exporter's ``scores_long`` from them (``tables.annotation_table``, the rows read as
-the exporter reads them) and calls the report's ``agreement_table`` and ``gwet_table`` with
-the report's bootstrap settings: once every rating is saved, its α and intervals are the
-report's on the same project. Each task's episode id is copied from Label Studio with its
-shown part (``keep_episode_ids``), since the bootstrap resamples episodes in their ids' order.
+The figures themselves are computed by ``figures.live_figures`` (the exporter's statistics),
+in the worker process only: this module, which the gateway, the lease logic and ``study
+status`` import, imports no statistics library, so a gateway serves participants where one is
+missing (``figures_unavailable`` names its install; the dashboard and ``study status`` show
+it). Each task's episode id is copied from Label Studio with its shown part
+(``keep_episode_ids``), since the bootstrap resamples episodes in their ids' order.
 
 The figures of a dimension (``store.agreement_snapshots``) are ``alpha`` (Krippendorff's
 interval α, the report's ``alpha``) and ``ac`` (Gwet's AC2 with ordinal weights, the report's
@@ -37,22 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..dimensions import RUBRIC
-from ..exporter.agreement import agreement_table
-from ..exporter.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
-from ..exporter.gwet import gwet_table
-from ..exporter.reliability import UNIT, rated_units
-from ..exporter.tables import (
-    ANNOTATION_COLUMNS,
-    annotation_schema,
-    annotation_table,
-    scores_long,
-)
-from ..labelstudio.results import read_json_results
+from ..extras import install_commands, missing_modules
 from ..labelstudio.tasks import EPISODE_ID
 from .settings import StudyFile
 from .store import (
@@ -79,12 +66,6 @@ FAILED_WAIT_SECONDS = 60.0
 # What the worker computes besides the figures, from the gateway's database: a module-level
 # function (a worker process receives it by name).
 Extra = Callable[[Engine, StudyFile], Any]
-# figure name → (the report's column, its table): "agreement" or "gwet".
-FIGURES = {
-    "alpha": ("alpha", "agreement"), "alpha_low": ("alpha_ci_low", "agreement"),
-    "alpha_high": ("alpha_ci_high", "agreement"),
-    "ac": ("ac2", "gwet"), "ac_low": ("ac2_ci_low", "gwet"), "ac_high": ("ac2_ci_high", "gwet"),
-}
 
 
 @dataclass(frozen=True)
@@ -108,80 +89,22 @@ def keep_episode_ids(engine: Engine, study: str, data: dict[int, dict[str, Any]]
         conn.execute(dialect.insert(episode_ids).on_conflict_do_nothing(), rows)
 
 
-def _rated(study: str) -> Any:
+def figures_unavailable() -> str | None:
+    """Why this install cannot compute the running agreement: one line naming the statistics
+    libraries missing and the install that brings them (irrCAC's is its own, without
+    dependencies); None when none is missing. The gateway serves participants either way."""
+    missing = missing_modules("export")
+    if not missing:
+        return None
+    return (f"running agreement not computed: {', '.join(missing)} not installed here: "
+            + " && ".join(install_commands("export", missing)))
+
+
+def rated(study: str) -> Any:
     """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
     golden = select(gold.c.task_id).where(gold.c.study == study)
     return ((assignments.c.study == study) & assignments.c.state.in_(RATED)
             & assignments.c.task_id.not_in(golden))
-
-
-def _rated_rows(engine: Engine, study: str) -> list[Any]:
-    """The study's ratings on ordinary episodes with a known episode id, in the order an export
-    lists them: by task, then by annotation (ratings still waiting last)."""
-    with engine.connect() as conn:
-        return list(conn.execute(
-            select(assignments.c.id, assignments.c.task_id, assignments.c.participant_id,
-                   assignments.c.ls_annotation_id, assignments.c.results,
-                   assignments.c.lead_time, episode_ids.c.episode_id)
-            .join(episode_ids, (episode_ids.c.study == study)
-                  & (episode_ids.c.task_id == assignments.c.task_id))
-            .where(_rated(study))
-            .order_by(assignments.c.task_id, assignments.c.ls_annotation_id.is_(None),
-                      assignments.c.ls_annotation_id, assignments.c.id)).all())
-
-
-def _blank_row() -> dict[str, Any]:
-    """The exporter's annotation columns, each empty for its type (no text, false, null)."""
-    import pyarrow as pa
-
-    return {field.name: False if pa.types.is_boolean(field.type)
-            else "" if pa.types.is_string(field.type) else None
-            for field in annotation_schema() if field.name in ANNOTATION_COLUMNS}
-
-
-def ratings_long(engine: Engine, study: str) -> pd.DataFrame:
-    """``scores_long`` of the study's ratings so far, as an export of the project would give
-    it (annotators named by their participant number; the columns no figure reads empty)."""
-    blank, rows = _blank_row(), []
-    for row in _rated_rows(engine, study):
-        fields, _ = read_json_results(row.results)  # checked when submitted
-        rows.append(blank | fields | {
-            # A rating not saved yet has no annotation id: its assignment's, negated, cannot
-            # meet one.
-            "task_id": row.task_id, "annotation_id": row.ls_annotation_id or -row.id,
-            "episode_id": row.episode_id, "annotator_id": f"participant-{row.participant_id}",
-            "lead_time": row.lead_time,
-        })
-    return scores_long(annotation_table(rows))
-
-
-def _number(value: Any) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def _pairs(long: pd.DataFrame) -> dict[str, int]:
-    """Per dimension, the rater pairs on units rated twice or more."""
-    sizes = rated_units(long).groupby([*UNIT, "dimension"]).size()
-    pairs = (sizes * (sizes - 1) // 2).groupby(level="dimension").sum()
-    return {key: int(pairs.get(key, 0)) for key in RUBRIC.keys}
-
-
-def figures_of(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
-               ) -> dict[str, dict[str, float | int | None]]:
-    """Per dimension key, the report's α and AC2 with their intervals, and the rater pairs."""
-    tables = {"agreement": agreement_table(long, bootstrap).set_index("dimension"),
-              "gwet": gwet_table(long, bootstrap).set_index("dimension")}
-    pairs = _pairs(long)
-    return {key: {name: _number(tables[table].at[key, column])
-                  for name, (column, table) in FIGURES.items()} | {"pairs": pairs[key]}
-            for key in RUBRIC.keys}
-
-
-def live_figures(engine: Engine, study: StudyFile,
-                 bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> Snapshot:
-    """The running agreement of ``study`` on its ratings so far (see the module's note)."""
-    long = ratings_long(engine, study.name)
-    return Snapshot(now(), int(long["annotation_id"].nunique()), figures_of(long, bootstrap))
 
 
 def save_snapshot(engine: Engine, study: str, snapshot: Snapshot) -> None:
@@ -213,7 +136,7 @@ def arrivals(engine: Engine, study: str) -> tuple[int, int | None]:
     assignment."""
     with engine.connect() as conn:
         return tuple(conn.execute(
-            select(func.count(), func.max(assignments.c.id)).where(_rated(study))).one())
+            select(func.count(), func.max(assignments.c.id)).where(rated(study))).one())
 
 
 def visits_moved(engine: Engine, study: str) -> tuple[int, int]:
@@ -264,6 +187,8 @@ def compute(url: str, study: StudyFile, extra: Extra | None, figures: bool = Tru
     result."""
     engine = _store(url)
     if figures:
+        from .figures import live_figures  # the statistics libraries: in the worker only
+
         save_snapshot(engine, study.name, live_figures(engine, study))
     return extra(engine, study) if extra is not None else None
 
@@ -295,7 +220,8 @@ class LiveFigures:
     never slows the threads answering participants. ``extra`` is computed there with each
     snapshot, and alone when only visits began or ended (``visits_moved``); its result is
     handed to ``also``, which the thread calls after every check (with None when nothing was
-    computed): the dashboard's.
+    computed): the dashboard's. Where a statistics library is missing (``unavailable`` says
+    which), only ``extra`` is computed.
     """
 
     def __init__(self, engine: Engine, study: StudyFile, *, extra: Extra | None = None,
@@ -305,6 +231,7 @@ class LiveFigures:
         self._seen: tuple[int, int | None] | None = None
         self._moved: tuple[int, int] | None = None
         self._next = 0.0
+        self.unavailable = figures_unavailable()
 
     def computed(self, pool: Executor, figures: bool = True) -> Any:
         """The snapshot made and saved by the worker (unless ``figures`` is false);
@@ -316,8 +243,10 @@ class LiveFigures:
         moved) and the last computation is far enough behind; whether it computed."""
         seen = arrivals(self.engine, self.study.name)
         moved = visits_moved(self.engine, self.study.name) if self.extra is not None else None
+        changed = (seen, moved) != (self._seen, self._moved)
+        figures = seen != self._seen and self.unavailable is None
         # Without a rating there is nothing to compute: an idle gateway starts no worker.
-        due = (seen[0] > 0 and (seen, moved) != (self._seen, self._moved)
+        due = (seen[0] > 0 and (figures or (changed and self.extra is not None))
                and time.monotonic() >= self._next)
         result = None
         try:
@@ -325,7 +254,7 @@ class LiveFigures:
                 # Tried again only after a wait, should it fail (the caller logs why).
                 self._next = time.monotonic() + FAILED_WAIT_SECONDS
                 started = time.monotonic()
-                result = self.computed(pool, figures=seen != self._seen)
+                result = self.computed(pool, figures=figures)
                 self._seen, self._moved = seen, moved
                 self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
         finally:
@@ -336,6 +265,8 @@ class LiveFigures:
 
     async def run(self) -> None:
         """Until cancelled (the app's lifespan starts and ends it)."""
+        if self.unavailable is not None:
+            log.warning("%s", self.unavailable)
         pool = _worker()
         try:
             while True:

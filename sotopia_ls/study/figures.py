@@ -1,0 +1,110 @@
+"""The running agreement's figures, computed in the dashboard's worker process (``live``).
+
+``live_figures`` reads the study's submitted ratings from the gateway's database alone (those
+saved in Label Studio or waiting to be: what an export will read; gold episodes left out),
+builds the exporter's ``scores_long`` from them (``tables.annotation_table``, the rows read as
+the exporter reads them) and calls the report's ``agreement_table`` and ``gwet_table`` with
+the report's bootstrap settings: once every rating is saved, its α and intervals are the
+report's on the same project. This module imports pandas and the exporter's statistics
+(krippendorff, irrCAC, scipy): only the worker and ``study status`` import it, and only when
+``live.figures_unavailable`` finds them installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from ..dimensions import RUBRIC
+from ..exporter.agreement import agreement_table
+from ..exporter.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
+from ..exporter.gwet import gwet_table
+from ..exporter.reliability import UNIT, rated_units
+from ..exporter.tables import (
+    ANNOTATION_COLUMNS,
+    annotation_schema,
+    annotation_table,
+    scores_long,
+)
+from ..labelstudio.results import read_json_results
+from .live import Snapshot, rated
+from .settings import StudyFile
+from .store import assignments, episode_ids, now
+
+# figure name → (the report's column, its table): "agreement" or "gwet".
+FIGURES = {
+    "alpha": ("alpha", "agreement"), "alpha_low": ("alpha_ci_low", "agreement"),
+    "alpha_high": ("alpha_ci_high", "agreement"),
+    "ac": ("ac2", "gwet"), "ac_low": ("ac2_ci_low", "gwet"), "ac_high": ("ac2_ci_high", "gwet"),
+}
+
+
+def _rated_rows(engine: Engine, study: str) -> list[Any]:
+    """The study's ratings on ordinary episodes with a known episode id, in the order an export
+    lists them: by task, then by annotation (ratings still waiting last)."""
+    with engine.connect() as conn:
+        return list(conn.execute(
+            select(assignments.c.id, assignments.c.task_id, assignments.c.participant_id,
+                   assignments.c.ls_annotation_id, assignments.c.results,
+                   assignments.c.lead_time, episode_ids.c.episode_id)
+            .join(episode_ids, (episode_ids.c.study == study)
+                  & (episode_ids.c.task_id == assignments.c.task_id))
+            .where(rated(study))
+            .order_by(assignments.c.task_id, assignments.c.ls_annotation_id.is_(None),
+                      assignments.c.ls_annotation_id, assignments.c.id)).all())
+
+
+def _blank_row() -> dict[str, Any]:
+    """The exporter's annotation columns, each empty for its type (no text, false, null)."""
+    import pyarrow as pa
+
+    return {field.name: False if pa.types.is_boolean(field.type)
+            else "" if pa.types.is_string(field.type) else None
+            for field in annotation_schema() if field.name in ANNOTATION_COLUMNS}
+
+
+def ratings_long(engine: Engine, study: str) -> pd.DataFrame:
+    """``scores_long`` of the study's ratings so far, as an export of the project would give
+    it (annotators named by their participant number; the columns no figure reads empty)."""
+    blank, rows = _blank_row(), []
+    for row in _rated_rows(engine, study):
+        fields, _ = read_json_results(row.results)  # checked when submitted
+        rows.append(blank | fields | {
+            # A rating not saved yet has no annotation id: its assignment's, negated, cannot
+            # meet one.
+            "task_id": row.task_id, "annotation_id": row.ls_annotation_id or -row.id,
+            "episode_id": row.episode_id, "annotator_id": f"participant-{row.participant_id}",
+            "lead_time": row.lead_time,
+        })
+    return scores_long(annotation_table(rows))
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _pairs(long: pd.DataFrame) -> dict[str, int]:
+    """Per dimension, the rater pairs on units rated twice or more."""
+    sizes = rated_units(long).groupby([*UNIT, "dimension"]).size()
+    pairs = (sizes * (sizes - 1) // 2).groupby(level="dimension").sum()
+    return {key: int(pairs.get(key, 0)) for key in RUBRIC.keys}
+
+
+def figures_of(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+               ) -> dict[str, dict[str, float | int | None]]:
+    """Per dimension key, the report's α and AC2 with their intervals, and the rater pairs."""
+    tables = {"agreement": agreement_table(long, bootstrap).set_index("dimension"),
+              "gwet": gwet_table(long, bootstrap).set_index("dimension")}
+    pairs = _pairs(long)
+    return {key: {name: _number(tables[table].at[key, column])
+                  for name, (column, table) in FIGURES.items()} | {"pairs": pairs[key]}
+            for key in RUBRIC.keys}
+
+
+def live_figures(engine: Engine, study: StudyFile,
+                 bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> Snapshot:
+    """The running agreement of ``study`` on its ratings so far (see the module's note)."""
+    long = ratings_long(engine, study.name)
+    return Snapshot(now(), int(long["annotation_id"].nunique()), figures_of(long, bootstrap))
