@@ -31,6 +31,7 @@ never get a login, a token or its address.
 - ``process``   ``study serve`` as a child process, for the tests and the benchmark
 - ``live``      the running agreement: the report's figures on the ratings so far, recomputed
                 in a worker process off the request path
+- ``figures``   those figures, with the exporter's statistics: imported by that worker only
 - ``dashboard`` the researcher's page following the study, behind a token of its own
 - ``commands``  the ``sotopia-ls study`` commands
 
