@@ -1,7 +1,8 @@
 """The annotator's screen: the Label Studio labeling config and the project instructions.
 
-Both are built from the rubric in ``sotopia_ls.dimensions`` and the task-data keys of
-``sotopia_ls.tasks``; nothing about a dimension is written here by hand.
+Both are built from the rubric in ``sotopia_ls.dimensions`` and the task-data keys named here
+(``DIALOGUE``, ``agent_field``; ``labelstudio.tasks`` writes each task's data under them);
+nothing about a dimension is written here by hand.
 
 The screen has two parts: the episode (the scenario, the two agents side by side with
 background, secret and social goal, then the numbered dialogue) and the evaluation (one
@@ -28,12 +29,14 @@ from pathlib import Path
 from .dimensions import AGENTS, DIMENSIONS, RUBRIC, Dimension, Example, rating_name, reasoning_name
 from .errors import InvalidLabelingConfig
 from .folders import write_file
-from .labelstudio.tasks import DIALOGUE, agent_field
 
 # The config's file name; the repository's top level holds it, generated from the rubric and
 # kept current by a test, for reading and for pasting into Label Studio by hand. The package
 # itself ships only the rubric: it generates the config wherever it is needed.
 LABELING_CONFIG_FILE = "labeling_config.xml"
+
+# The task-data key of the numbered dialogue, a ``$variable`` of the config.
+DIALOGUE = "dialogue"
 
 # Label Studio binds every Choice without a `hotkey` to the next free key of
 # "1234567890qwe…", so the first 33 radio buttons of the form would answer to single
@@ -99,6 +102,11 @@ _COLUMNS_CSS = f"""
 
 # Width of one radio button and its number ("-10" the widest) at Label Studio's 14 px.
 _OPTION_EM = 2.7
+
+
+def agent_field(agent: int, part: str) -> str:
+    """Task-data key of one agent field: ``agent_1_name``, ``agent_2_goal`` …"""
+    return f"agent_{agent}_{part}"
 
 
 def _stylesheet() -> str:

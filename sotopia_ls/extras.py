@@ -66,14 +66,17 @@ def no_deps(extras: Iterable[str]) -> list[NoDeps]:
                               for library in NO_DEPS.get(name, ())))
 
 
-def extra_modules(extra: str) -> list[str]:
+def extra_modules(extra: str, *, included: bool = True) -> list[str]:
     """The top-level modules ``extra`` installs: each requirement's import name (every
     requirement of ours is imported under its own name, ``-`` read as ``_``), those of this
-    package's extras it includes, and those of its ``no_deps`` libraries."""
+    package's extras it includes (unless ``included`` is false), and those of its ``no_deps``
+    libraries."""
+    extras = included_extras(extra) if included else [extra]
     modules = [canonicalize_name(requirement.name).replace("-", "_")
-               for name in included_extras(extra) for requirement in requirements(name)
+               for name in extras for requirement in requirements(name)
                if canonicalize_name(requirement.name) != DISTRIBUTION]
-    return list(dict.fromkeys([*modules, *(library.module for library in no_deps([extra]))]))
+    later = [library.module for name in extras for library in NO_DEPS.get(name, ())]
+    return list(dict.fromkeys([*modules, *later]))
 
 
 def install_commands(extra: str, missing: list[str]) -> list[str]:
@@ -88,13 +91,22 @@ def install_commands(extra: str, missing: list[str]) -> list[str]:
     return commands
 
 
-def require_extra(extra: str) -> None:
-    """Return when every module of ``extra`` can be imported; else stop the command with one
-    line naming what is missing and the install commands."""
+def missing_modules(extra: str, *, included: bool = True) -> list[str]:
+    """The modules of ``extra`` (without those of the extras it includes, unless
+    ``included``) that cannot be imported; none when run from a source tree that was never
+    installed (nothing to check against)."""
     try:
-        missing = [name for name in extra_modules(extra) if importlib.util.find_spec(name) is None]
+        modules = extra_modules(extra, included=included)
     except PackageNotFoundError:
-        return  # run from a source tree that was never installed: nothing to check against
+        return []
+    return [name for name in modules if importlib.util.find_spec(name) is None]
+
+
+def require_extra(extra: str, *, included: bool = True) -> None:
+    """Return when every module of ``extra`` can be imported (those of the extras it includes
+    too, unless ``included`` is false); else stop the command with one line naming what is
+    missing and the install commands."""
+    missing = missing_modules(extra, included=included)
     if missing:
         context = click.get_current_context(silent=True)
         command = context.command_path if context is not None else DISTRIBUTION

@@ -70,3 +70,8 @@ def usable(text: str) -> str | None:
         return text  # nothing to remove (no Cc, no Cs) and a visible first character
     text = cleaned(text)
     return None if is_blank(text) else text
+
+
+def counted(count: int, what: str) -> str:
+    """``1 annotation``, ``2 annotations``: ``what`` takes an s unless there is one."""
+    return f"{count} {what}" + ("" if count == 1 else "s")

@@ -9,9 +9,10 @@ import json
 import os
 import re
 import secrets
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,9 +30,10 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, create_project, import_batch
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.samples import SAMPLES
+from sotopia_ls.study.process import start_gateway
 from sotopia_ls.study.serving.editor import find_editor
-from sotopia_ls.study.settings import SECRET_ENV, StudyFile
-from sotopia_ls.study.store import assignments, gold, slots
+from sotopia_ls.study.settings import DASHBOARD_TOKEN_ENV, SECRET_ENV, StudyFile
+from sotopia_ls.study.store import assignments, gold, open_store, slots
 
 EDITOR = find_editor()
 CODE = "C0MPL3T3"
@@ -319,3 +321,51 @@ def check_invariants(engine: Engine, study: StudyFile) -> None:
     assert all(n <= study.raters_per_episode for n in per_episode.values()), per_episode
     saved_ids = [row.ls_annotation_id for row in rows if row.state == "saved"]
     assert len(saved_ids) == len(set(saved_ids)) and None not in saved_ids
+
+
+# --- a study run by another program: another install, or an interpreter lacking libraries ---
+
+
+@dataclass(frozen=True)
+class OneRating:
+    """What the researcher reads once one participant's rating is saved: the dashboard's
+    figures (its JSON) and ``study status``'s output."""
+
+    figures: dict[str, Any]
+    status: str
+
+
+def one_rating_served(program: Sequence[str], env: Mapping[str, str], folder: Path,
+                      project: int) -> OneRating:
+    """``program`` (a ``sotopia-ls``) writes the study file of ``project`` into ``folder`` and
+    serves it with the dashboard; one participant rates an episode, saved in Label Studio;
+    then ``program`` reports the study's status. ``env`` carries Label Studio's address and
+    key."""
+    study_file, database = folder / "study.json", f"sqlite:///{folder / 'gateway.sqlite3'}"
+
+    def run(*args: str) -> str:
+        done = subprocess.run([*program, "study", *args], env=dict(env), cwd=folder,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run("init", "--name", "pilot", "--project", str(project), "--completion-code", CODE,
+        "--no-slots-code", NO_SLOTS, "--database", database, "-o", str(study_file))
+    token = secrets.token_urlsafe(32)
+    running = start_gateway(study_file, {**env, SECRET_ENV: secrets.token_urlsafe(32),
+                                         DASHBOARD_TOKEN_ENV: token}, program=program)
+    participant = Participant.of(running.url)
+    try:
+        participant.begin()
+        assert participant.rate(1).status_code == 200
+        wait_until_saved(open_store(database), 1)
+        deadline = time.monotonic() + 90
+        # The participants come from the dashboard's worker process, after the progress.
+        while not (figures := participant.http.get(
+                "/researcher/pilot/figures", headers={"Authorization": f"Bearer {token}"}
+        ).json())["participants"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        participant.close()
+        running.stop()
+    return OneRating(figures, run("status", "--study", str(study_file)))

@@ -3,6 +3,7 @@ label-studio-sdk, and what it hands the rest of the package is the package's own
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import subprocess
 from pathlib import Path
@@ -36,3 +37,155 @@ def test_a_project_is_the_package_s_own_frozen_record(ls_client: Client, project
     assert "Believability" in made.expert_instruction
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.title = "renamed"  # type: ignore[misc]
+
+
+# --- layers: a static import graph of the package -------------------------------------------
+
+PACKAGE = "sotopia_ls"
+# The package's parts, lowest layer first (names below the package; "" is its __init__). A
+# module belongs to the part whose name is the longest prefix of its own, so the `commands`
+# modules are the command line's wherever they sit. A part imports parts of its own layer or
+# of lower ones, never of a higher one; the LLM judge and `evaluate` read and write Label
+# Studio tasks, so they sit above it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("", "errors", "text", "dimensions", "scores", "episode", "config", "folders",
+              "extras", "options", "chat", "samples")),
+    ("statistics", ("statistics",)),
+    ("labelstudio", ("labelstudio",)),
+    ("features", ("importer", "exporter", "adjudication", "ml_backend", "judge", "evaluate")),
+    ("report", ("report",)),
+    ("study", ("study",)),
+    ("cli", ("cli", "__main__", "exporter.commands", "ml_backend.commands", "study.commands")),
+)
+# Imports between parts that the layers or the no-cycle rule refuse, kept until a restructuring
+# moves the code. The list only shrinks: the test fails when an entry is no longer needed.
+KNOWN_TANGLES = {
+    # The export reads the adjudication project (adjudication.reading), and making that
+    # project (adjudication.project) exports the project it adjudicates.
+    ("exporter", "adjudication"), ("adjudication", "exporter"),
+}
+# The gateway as it serves: `study init`, `serve` (the app and its pages, arrival, security,
+# overload, editor, saving, store...), `status`, and the lease logic.
+SERVING = ("study.commands", "study.serve", "study.status", "study.slots.leases")
+# What the serving path never imports: statistics, plotting and table libraries, and the
+# exporter (the report's statistics and tables). The dashboard's worker process imports them.
+NOT_SERVING = ("pandas", "pyarrow", "scipy", "matplotlib", "krippendorff", "irrCAC", "pingouin")
+NOT_SERVING_PARTS = ("exporter", "statistics", "report")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in (REPO / PACKAGE).rglob("*.py")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # a module of the package, or a library's top-level name
+    at_import: bool  # run when the module is imported, not only when one of its functions runs
+
+
+def _nodes_under(blocks: list[ast.AST]) -> set[int]:
+    return {id(node) for block in blocks for statement in block.body
+            for node in ast.walk(statement)}
+
+
+def _targets(name: str, names: list[str]) -> set[str]:
+    """What ``from name import names`` (or ``import name``) runs: the package's modules on the
+    way (each ``__init__``) and those named; a library, by its top-level name."""
+    if name != PACKAGE and not name.startswith(f"{PACKAGE}."):
+        return {name.partition(".")[0]}
+    parts = name.split(".")
+    return ({".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+            | {f"{name}.{each}" for each in names if f"{name}.{each}" in MODULES})
+
+
+def imports(module: str) -> list[Import]:
+    """Every import statement of ``module`` that can run (none under ``TYPE_CHECKING``)."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module.split(".")[:None if path.name == "__init__.py" else -1]
+    never = _nodes_under([node for node in ast.walk(tree) if isinstance(node, ast.If)
+                          and "TYPE_CHECKING" in ast.unparse(node.test)])
+    deferred = _nodes_under([node for node in ast.walk(tree)
+                             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))])
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in never:
+            continue
+        if isinstance(node, ast.Import):
+            targets = set().union(*(_targets(alias.name, []) for alias in node.names))
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            name = ".".join([*base, *([node.module] if node.module else [])])
+            targets = _targets(name, [alias.name for alias in node.names])
+        else:
+            continue
+        found += [Import(module, target, id(node) not in deferred) for target in targets]
+    return found
+
+
+GRAPH = [found for module in sorted(MODULES) for found in imports(module)]
+
+
+def part_of(module: str) -> str:
+    relative = module.removeprefix(PACKAGE).removeprefix(".")
+    return max((name for _, names in LAYERS for name in names
+                if name in ("", relative) or relative.startswith(f"{name}.")), key=len)
+
+
+def layer_of(part: str) -> int:
+    return next(number for number, (_, names) in enumerate(LAYERS) if part in names)
+
+
+def _reach(edges: set[tuple[str, str]], start: str) -> set[str]:
+    reached, waiting = set(), [start]
+    while waiting:
+        part = waiting.pop()
+        for after in (after for before, after in edges if before == part):
+            if after not in reached:
+                reached.add(after)
+                waiting.append(after)
+    return reached
+
+
+def test_parts_import_down_the_layers_and_form_no_cycle():
+    joined: dict[tuple[str, str], list[str]] = {}  # (importing part, imported part) → how
+    for found in GRAPH:
+        pair = (part_of(found.module), part_of(found.target))
+        if found.target in MODULES and pair[0] != pair[1]:
+            joined.setdefault(pair, []).append(f"{found.module} imports {found.target}")
+    upward = {pair for pair in joined if layer_of(pair[0]) < layer_of(pair[1])}
+    cycling = {pair for pair in joined if pair[0] in _reach(set(joined), pair[1])}
+
+    assert {part_of(module) for module in MODULES} == {
+        name for _, names in LAYERS for name in names}, "a declared part holds no module"
+    assert {pair: joined[pair] for pair in (upward | cycling) - KNOWN_TANGLES} == {}
+    assert KNOWN_TANGLES - upward - cycling == set(), "untangled: drop these from KNOWN_TANGLES"
+
+
+def _reached_at_import(roots: list[str]) -> dict[str, str]:
+    """Every module and library that importing ``roots`` runs, each → a module importing it."""
+    via = dict.fromkeys(roots, "")
+    waiting = list(roots)
+    while waiting:
+        module = waiting.pop()
+        for found in GRAPH:
+            if found.module == module and found.at_import and found.target not in via:
+                via[found.target] = module
+                if found.target in MODULES:
+                    waiting.append(found.target)
+    return via
+
+
+def test_the_gateway_s_serving_path_imports_no_statistics_plotting_or_table_library():
+    via = _reached_at_import([f"{PACKAGE}.{root}" for root in SERVING])
+
+    def chain(target: str) -> str:
+        return target if not via[target] else f"{target} <- {chain(via[target])}"
+
+    assert [chain(target) for target in sorted(via) if target in NOT_SERVING
+            or target in MODULES and part_of(target) in NOT_SERVING_PARTS] == []

@@ -40,7 +40,7 @@ from sotopia_ls.exporter.commands import export_command
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.labelstudio.tasks import ADDED_SLOTS
-from sotopia_ls.study.live.figures import Snapshot, save_snapshot
+from sotopia_ls.study.live.snapshots import Snapshot, save_snapshot
 from sotopia_ls.study.outbox import marks
 from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.process import start_gateway

@@ -45,7 +45,7 @@ from sotopia_ls.errors import StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.report.build import report_project
-from sotopia_ls.study.live import figures as live
+from sotopia_ls.study.live import snapshots as live
 from sotopia_ls.study.live.dashboard import participant_rows
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.serve import dashboard_notice

@@ -17,7 +17,7 @@ from test_study_dashboard import rate_all, wait_for
 from test_study_leases import rate, setup, visitor
 from sotopia_ls.dimensions import RUBRIC
 from sotopia_ls.labelstudio.client import Client
-from sotopia_ls.study.live import dashboard, figures as live
+from sotopia_ls.study.live import dashboard, snapshots as live
 from sotopia_ls.study.serving.app import create_app
 from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import without_password

@@ -8,6 +8,7 @@ is written into site-packages.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from study_support import EDITOR, one_rating_served, study_project
 from sotopia_ls.config import labeling_config
-from sotopia_ls.labelstudio.server import free_port
+from sotopia_ls.labelstudio.client import Client
+from sotopia_ls.labelstudio.server import LocalServer, free_port
+from sotopia_ls.study.serving.editor import EDITOR_DIR_ENV, RELEASE_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,8 +50,8 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``bin`` folder of a new environment holding only the wheel and its dependencies."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package's wheel, built from a copy of the working tree."""
     root = tmp_path_factory.mktemp("wheel")
     source = working_tree(root / "source")
     subprocess.run(
@@ -55,14 +59,37 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
          str(source)],
         check=True,
     )
-    (wheel,) = (root / "dist").glob("sotopia_label_studio-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    (built,) = (root / "dist").glob("sotopia_label_studio-*.whl")
+    return built
+
+
+def environment(root: Path, requirement: str) -> Path:
+    """The ``bin`` folder of a new environment in ``root`` holding only ``requirement`` and
+    its dependencies (pip's own index settings apply)."""
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     subprocess.run(
-        [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         "--disable-pip-version-check", str(wheel)],
+        [str(root / "bin" / "python"), "-m", "pip", "install", "--quiet",
+         "--disable-pip-version-check", requirement],
         check=True,
     )
-    return root / "venv" / "bin"
+    return root / "bin"
+
+
+def environment_variables(installed: Path, **more: str) -> dict[str, str]:
+    """This process's environment for a command of the new environment ``installed``: its
+    ``bin`` first on PATH, then this environment's (the Label Studio server is a separate
+    program: the test suite's own is used), nothing of this environment's Python."""
+    return {
+        **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+        "PATH": f"{installed}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        **more,
+    }
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` folder of a new environment holding only the wheel and its dependencies."""
+    return environment(tmp_path_factory.mktemp("venv") / "venv", str(wheel))
 
 
 def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
@@ -70,13 +97,8 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
     before = snapshot(site_packages)
     work = tmp_path / "study"
     work.mkdir()
-    # The Label Studio server is a separate program: the test suite's own is used, found on
-    # PATH after the new environment. Byte-code caches are the interpreter's, not ours.
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
-        "PATH": f"{installed}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    # Byte-code caches are the interpreter's, not ours.
+    env = environment_variables(installed, PYTHONDONTWRITEBYTECODE="1")
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([str(installed / "sotopia-ls"), *args], cwd=work, env=env,
@@ -113,3 +135,37 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
     # `config` writes the adjudicators' config beside the raters'.
     assert written == {"x.xml", "adjudication_config.xml", "samples", "tasks.json", "var"}
     assert snapshot(site_packages) == before
+
+
+@pytest.mark.server
+def test_a_gateway_installed_with_the_study_extra_alone_serves_without_irrcac(
+        wheel: Path, ls_client: Client, label_studio: LocalServer, project_title: str,
+        tmp_path: Path):
+    """pip installs ``[study]``; irrCAC, which goes in after it by hand, is left out."""
+    installed = environment(tmp_path / "venv", f"{wheel}[study]")
+    python = installed / "python"
+    found = subprocess.run([str(python), "-c", "import importlib.util as u; "
+                            "print(u.find_spec('irrCAC'), u.find_spec('krippendorff') is None)"],
+                           capture_output=True, text=True, check=True)
+    assert found.stdout == "None False\n"
+    # No label-studio there: the participants' editor is the one `study fetch-editor` keeps,
+    # made of this environment's.
+    editor = tmp_path / "editor"
+    editor.mkdir()
+    (editor / "app").symlink_to(EDITOR.folder)
+    (editor / "fonts").symlink_to(EDITOR.fonts)
+    (editor / RELEASE_FILE).write_text(json.dumps({"release": EDITOR.release}))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = environment_variables(installed, LABEL_STUDIO_URL=label_studio.url,
+                                LABEL_STUDIO_API_KEY=label_studio.credentials.api_key,
+                                **{EDITOR_DIR_ENV: str(editor)})
+
+    seen = one_rating_served([str(installed / "sotopia-ls")], env, work,
+                             study_project(ls_client, project_title, episodes=2))
+
+    missing = ("running agreement not computed: irrCAC not installed here: "
+               "pip install --no-deps 'irrCAC==0.4.4'")
+    assert seen.figures["agreement_unavailable"] == missing
+    assert [row["episodes"] for row in seen.figures["participants"]] == [1]
+    assert seen.status.splitlines()[-1] == f"  {missing}"

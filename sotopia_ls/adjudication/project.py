@@ -32,7 +32,7 @@ from ..labelstudio.client import (
 )
 from ..labelstudio.push import DEFAULT_BATCH_SIZE
 from ..labelstudio.tasks import EPISODE_ID
-from ..report.sections import gold_rows
+from ..exporter.tables import gold_rows
 from ..scores import DISAGREEMENT_THRESHOLD
 from .disputes import DISPUTES_KEY, EpisodeRatings, disputes_of, episode_ratings
 from .reading import read_disputes

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..labelstudio.tasks import REJECT
-from ..report.page import counted
+from ..text import counted
 from .collection import Collection
 
 PROTOCOL_FILES: tuple[str, ...] = ("protocol.json", "protocol.md")

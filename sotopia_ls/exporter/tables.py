@@ -227,3 +227,9 @@ def wide_table(
         "prolific_id": annotations.column("annotator_id"),
     }
     return pa.table(columns | {name: annotations.column(name) for name in SCORE_FIELDS})
+
+
+def gold_rows(long: pd.DataFrame) -> pd.Series:
+    """Which rows of ``long`` rate a gold episode (none in a frame without the gold column,
+    as scores_long made before it)."""
+    return long["gold"].astype(bool) if "gold" in long else pd.Series(False, index=long.index)

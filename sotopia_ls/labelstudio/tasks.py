@@ -1,7 +1,8 @@
 """Episode → a Label Studio task: ``data`` (what the annotator sees) and ``meta`` (what not).
 
 The keys of ``episode_to_task`` are the ``$variables`` of the labeling config, so the two are
-written against each other: ``sotopia_ls.config`` uses the names defined here. Everything is
+written against each other: the names are ``sotopia_ls.config``'s (``DIALOGUE``,
+``agent_field``), below the Label Studio boundary, which creates projects with that config. Everything is
 plain text; Label Studio's ``Text`` and ``Paragraphs`` render it as text, never as markup, so
 episode content cannot run in the annotator's browser.
 
@@ -31,9 +32,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import DIALOGUE, agent_field
 from ..episode import ACTION_WORDING, PROFILE_FIELDS, Agent, Episode, Profile, Turn
 
-DIALOGUE = "dialogue"
 EPISODE_ID = "episode_id"
 EVALUATION = "sotopia_evaluation"
 JUDGES = "sotopia_judges"
@@ -53,11 +54,6 @@ _SHOWN_PROFILE = tuple(name for name in PROFILE_FIELDS if name != "secret")
 
 # Turns that carry no text: Sotopia's words for them are shown in brackets, as stage directions.
 _WITHOUT_TEXT = frozenset({"none", "leave"})
-
-
-def agent_field(agent: int, part: str) -> str:
-    """Task-data key of one agent field: ``agent_1_name``, ``agent_2_goal`` …"""
-    return f"agent_{agent}_{part}"
 
 
 def profile_text(agent: Agent) -> str:

@@ -35,9 +35,10 @@ from ..exporter.accounting import Finding, Tally
 from ..exporter.cells import neutralized_frame
 from ..exporter.export import DEFAULT_READING, ExportResult, Reading, export_file, export_project
 from ..folders import replaced_folder
+from ..text import counted
 from ..labelstudio.client import Client
 from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
-from .page import counted, document
+from .page import document
 from .sections import SECTIONS, Inputs, Section, check_needs, needed_by
 
 AUDIT_COLUMNS = [field.name for field in fields(Finding)]

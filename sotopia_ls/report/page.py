@@ -68,11 +68,6 @@ def _narrow(rendered: str) -> str:
     return _INTERVAL.sub(lambda interval: f'<span class="ci">{interval[0]}</span>', rendered)
 
 
-def counted(count: int, what: str) -> str:
-    """``1 annotation``, ``2 annotations``: ``what`` takes an s unless there is one."""
-    return f"{count} {what}" + ("" if count == 1 else "s")
-
-
 def number(value: object) -> str:
     return "–" if pd.isna(value) else f"{value:.3f}"
 

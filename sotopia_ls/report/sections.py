@@ -23,6 +23,7 @@ import pandas as pd
 from ..dimensions import RUBRIC
 from ..exporter.accounting import AUDIT_KINDS, Tally
 from ..exporter.review import review_table
+from ..exporter.tables import gold_rows
 from ..labelstudio.tasks import REJECT
 from ..statistics.agreement import agreement_breakdown, agreement_table
 from ..statistics.bootstrap import Bootstrap
@@ -36,7 +37,8 @@ from ..statistics.comparison import (
 )
 from ..statistics.gwet import gwet_table
 from ..statistics.sotopia_pi import PI_COLUMNS
-from .page import FLAG, counted, estimate, note, number, section, shown, table
+from ..text import counted
+from .page import FLAG, estimate, note, number, section, shown, table
 from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
 from .time_on_task import time_on_task_table
 
@@ -63,12 +65,6 @@ class Inputs:
         checks rated by any number of participants, which would outweigh the episodes rated
         by k)."""
         return self.long[~gold_rows(self.long)]
-
-
-def gold_rows(long: pd.DataFrame) -> pd.Series:
-    """Which rows of ``long`` rate a gold episode (none in a frame without the gold column,
-    as scores_long made before it)."""
-    return long["gold"].astype(bool) if "gold" in long else pd.Series(False, index=long.index)
 
 
 Results = Mapping[str, Any]

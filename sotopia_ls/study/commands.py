@@ -39,8 +39,10 @@ from .settings import (
 
 
 def _web_stack() -> Any:
-    """The modules that need the study extra, or one line naming the install command."""
-    require_extra("study")
+    """The modules that need the study extra's web stack, or one line naming the install
+    command. The statistics the extra includes are not asked for: the gateway serves without
+    them, and the running agreement names what it lacks (``live.figures_unavailable``)."""
+    require_extra("study", included=False)
     from . import serve, status, store
 
     return serve, status, store

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,15 +45,17 @@ class GatewayProcess:
 
 
 def start_gateway(study_file: Path, env: Mapping[str, str], *, port: int | None = None,
-                  timeout: float = 120.0) -> GatewayProcess:
+                  timeout: float = 120.0,
+                  program: Sequence[str] = (str(SOTOPIA_LS),)) -> GatewayProcess:
     """The gateway of ``study_file`` on 127.0.0.1 and ``port`` (a free one by default), its
     output in ``gateway-<port>.log`` beside the study file; ``env`` carries Label Studio's
-    address and key and the session key."""
+    address and key and the session key. ``program`` is the ``sotopia-ls`` that runs it (by
+    default this environment's; a test passes another install's)."""
     port = port or free_port()
     log = study_file.with_name(f"gateway-{port}.log")
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [str(SOTOPIA_LS), "study", "serve", "--study", str(study_file), "--port", str(port)],
+            [*program, "study", "serve", "--study", str(study_file), "--port", str(port)],
             env=dict(env), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
     running = GatewayProcess(f"http://127.0.0.1:{port}", process, log)

@@ -10,7 +10,13 @@ from pathlib import Path
 
 from sqlalchemy import Engine, and_, case, func, select
 
-from .live.figures import Snapshot, agreement_lines, arrivals, latest_snapshot, live_figures
+from .live.snapshots import (
+    Snapshot,
+    agreement_lines,
+    arrivals,
+    figures_unavailable,
+    latest_snapshot,
+)
 from .outbox.saving import MAX_DELAY_SECONDS, SWEEP_SECONDS
 from .payment.hourly import HourlyPay, hourly_pay, pay_lines
 from .screening.visible import Quartiles, clipped_count, participant_quartiles, visible_quartiles
@@ -52,6 +58,7 @@ class StudyStatus:
     visible_participants: Quartiles | None = None  # the same summed per participant
     clipped: int = 0  # ratings whose page claimed more visible time than passed: clipped
     agreement: Snapshot | None = None  # the running agreement, when asked for and rated
+    agreement_unavailable: str | None = None  # why this install cannot compute it instead
     pay: HourlyPay | None = None  # the study's reward per hour of the median visit
     users_waiting: int = 0  # participants whose first rating waits: their Label Studio user too
     recorded_lately: int = 0  # ratings recorded for Label Studio in the last TREND_SECONDS
@@ -87,6 +94,7 @@ class StudyStatus:
             *self._stuck_lines(),
             *self._failure_lines(options),
             *(agreement_lines(self.agreement) if self.agreement is not None else []),
+            *([f"  {self.agreement_unavailable}"] if self.agreement_unavailable else []),
         ]
 
     def _gold_lines(self, study: StudyFile) -> list[str]:
@@ -183,6 +191,7 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
     """Progress of ``study``: episodes by state, leases, participants, timing; with
     ``agreement``, the running agreement too (``_running_agreement``)."""
     moment, name, k = now(), study.name, study.raters_per_episode
+    snapshot, unavailable = _running_agreement(engine, study) if agreement else (None, None)
     active = and_(slots.c.state == "leased", slots.c.expires_at >= moment)
     with engine.connect() as conn:
         # Each episode counted against its own slots: an added one keeps it in progress.
@@ -241,18 +250,25 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         visible_participants=participant_quartiles(engine, name),
         clipped=clipped_count(engine, name),
         pay=hourly_pay(engine, study),
-        agreement=_running_agreement(engine, study) if agreement else None,
+        agreement=snapshot,
+        agreement_unavailable=unavailable,
         users_waiting=users_waiting,
         recorded_lately=recorded_lately or 0,
         saved_lately=saved_lately or 0,
     )
 
 
-def _running_agreement(engine: Engine, study: StudyFile) -> Snapshot | None:
+def _running_agreement(engine: Engine, study: StudyFile
+                       ) -> tuple[Snapshot | None, str | None]:
     """The last snapshot a gateway made, else one computed now (not saved: a running gateway
-    keeps the snapshot); None before any rating of an ordinary episode (gold ones are left
-    out)."""
+    keeps the snapshot), else why this install cannot compute it (``figures_unavailable``);
+    neither before any rating of an ordinary episode (gold ones are left out)."""
     snapshot = latest_snapshot(engine, study.name)
-    if snapshot is None and arrivals(engine, study.name)[0]:
-        snapshot = live_figures(engine, study)
-    return snapshot
+    if snapshot is not None or not arrivals(engine, study.name)[0]:
+        return snapshot, None
+    unavailable = figures_unavailable()
+    if unavailable is not None:
+        return None, unavailable
+    from .live.figures import live_figures  # the statistics libraries: only when computed here
+
+    return live_figures(engine, study), None

@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-import pandas as pd
 from itsdangerous import BadSignature, TimestampSigner
 from sqlalchemy import Engine, case, func, select
 from starlette.exceptions import HTTPException
@@ -43,13 +42,12 @@ from starlette.routing import BaseRoute, Route
 
 from ...dimensions import RUBRIC
 from ..screening.flags import FLAGS
-from ..screening.review import review_rows
 from ..serving.overload import Throttle, client_address
 from ..serving.security import bounded_body
 from ..settings import StudyFile
 from ..status import study_status
 from ..store import assignments, now, slots
-from .figures import Snapshot, latest_snapshot
+from .snapshots import Snapshot, figures_unavailable, latest_snapshot
 
 COOKIE = "sotopia_researcher"
 COOKIE_SECONDS = 12 * 3600
@@ -120,7 +118,12 @@ def progress(engine: Engine, study: StudyFile) -> dict[str, Any]:
 
 def participant_rows(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
     """Each visit as the review file has it, cut to what the dashboard shows: which flags
-    fired, on how many of the ratings each judged."""
+    fired, on how many of the ratings each judged. Run in the worker process (``live``): the
+    review's tables (pandas) stay out of the gateway's."""
+    import pandas as pd
+
+    from ..screening.review import review_rows
+
     rows = []
     for row in review_rows(engine, study).to_dict("records"):
         fired = [f"{flag.name} {row[f'{flag.name}.fired']}/{row[f'{flag.name}.judged']}"
@@ -152,7 +155,8 @@ class Dashboard:
         self.engine, self.study = engine, study
         self._lock = threading.Lock()
         self._shown: dict[str, Any] = {"study": study.name, "updated_at": None,
-                                       "progress": None, "agreement": None, "participants": []}
+                                       "progress": None, "agreement": None, "participants": [],
+                                       "agreement_unavailable": figures_unavailable()}
         self._failing: set[str] = set()
 
     def refresh(self, participants: list[dict[str, Any]] | None) -> None:

@@ -1,47 +1,27 @@
-"""The running agreement: the report's own figures on the ratings the gateway holds so far.
+"""The running agreement's figures, computed in the dashboard's worker process (``live``).
 
 ``live_figures`` reads the study's submitted ratings from the gateway's database alone (those
 saved in Label Studio or waiting to be: what an export will read; gold episodes left out),
 builds the exporter's ``scores_long`` from them (``tables.annotation_table``, the rows read as
 the exporter reads them) and calls the report's ``agreement_table`` and ``gwet_table`` with
 the report's bootstrap settings: once every rating is saved, its α and intervals are the
-report's on the same project. Each task's episode id is copied from Label Studio with its
-shown part (``keep_episode_ids``), since the bootstrap resamples episodes in their ids' order.
-
-The figures of a dimension (``store.agreement_snapshots``) are ``alpha`` (Krippendorff's
-interval α, the report's ``alpha``) and ``ac`` (Gwet's AC2 with ordinal weights, the report's
-``ac2``: on a graded scale scores a few ranks apart agree in part, as with α), each with its
-95% interval (``_low``, ``_high``), and ``pairs``, the rater pairs on the units they rest on;
-null where the ratings cannot give a figure yet.
-
-``LiveFigures.run`` (started by the gateway's lifespan, in each gateway process) looks every
-``CHECK_SECONDS`` whether ratings arrived and, when they did, has the figures computed in a
-worker process (never on a participant's request, nor holding the lock of the gateway's Python
-threads), which replaces the study's snapshot row whole; it waits at least ``BUSY_FACTOR``
-times the last computation's length between two, so that however large the study grows the
-computation takes a small share of a core.
+report's on the same project. This module imports pandas and the exporter's statistics
+(krippendorff, irrCAC, scipy): only the worker and ``study status`` import it, and only when
+``live.figures_unavailable`` finds them installed.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import multiprocessing
-import os
-import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Engine, select
 
 from ...dimensions import RUBRIC
+from ...statistics.agreement import agreement_table
+from ...statistics.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
+from ...statistics.gwet import gwet_table
+from ...statistics.reliability import UNIT, rated_units
 from ...exporter.tables import (
     ANNOTATION_COLUMNS,
     annotation_schema,
@@ -49,70 +29,16 @@ from ...exporter.tables import (
     scores_long,
 )
 from ...labelstudio.results import read_json_results
-from ...labelstudio.tasks import EPISODE_ID
-from ...statistics.agreement import agreement_table
-from ...statistics.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
-from ...statistics.gwet import gwet_table
-from ...statistics.reliability import UNIT, rated_units
+from .snapshots import Snapshot, rated
 from ..settings import StudyFile
-from ..store import (
-    agreement_snapshots,
-    assignments,
-    aware,
-    episode_ids,
-    gold,
-    now,
-    open_store,
-    participants,
-    visits,
-)
+from ..store import assignments, episode_ids, now
 
-log = logging.getLogger("sotopia_ls.study")
-
-# Ratings saved in Label Studio or waiting to be: those an export will hold.
-RATED = ("saving", "saved")
-CHECK_SECONDS = 3.0
-BUSY_FACTOR = 4.0
-# After a computation failed: long enough that a failure that repeats logs a line now and
-# then, not every check.
-FAILED_WAIT_SECONDS = 60.0
-# What the worker computes besides the figures, from the gateway's database: a module-level
-# function (a worker process receives it by name).
-Extra = Callable[[Engine, StudyFile], Any]
 # figure name → (the report's column, its table): "agreement" or "gwet".
 FIGURES = {
     "alpha": ("alpha", "agreement"), "alpha_low": ("alpha_ci_low", "agreement"),
     "alpha_high": ("alpha_ci_high", "agreement"),
     "ac": ("ac2", "gwet"), "ac_low": ("ac2_ci_low", "gwet"), "ac_high": ("ac2_ci_high", "gwet"),
 }
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The figures per dimension key, when they were computed and on how many ratings."""
-
-    computed_at: datetime
-    ratings: int
-    figures: dict[str, dict[str, float | int | None]]
-
-
-def keep_episode_ids(engine: Engine, study: str, data: dict[int, dict[str, Any]]) -> None:
-    """Record each task's episode id (``data``: task id → task data) unless recorded; a task
-    without one is left out, as the exporter refuses its annotations."""
-    rows = [{"study": study, "task_id": task, "episode_id": str(fields[EPISODE_ID])}
-            for task, fields in data.items() if fields.get(EPISODE_ID)]
-    if not rows:
-        return
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    with engine.begin() as conn:
-        conn.execute(dialect.insert(episode_ids).on_conflict_do_nothing(), rows)
-
-
-def _rated(study: str) -> Any:
-    """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
-    golden = select(gold.c.task_id).where(gold.c.study == study)
-    return ((assignments.c.study == study) & assignments.c.state.in_(RATED)
-            & assignments.c.task_id.not_in(golden))
 
 
 def _rated_rows(engine: Engine, study: str) -> list[Any]:
@@ -125,7 +51,7 @@ def _rated_rows(engine: Engine, study: str) -> list[Any]:
                    assignments.c.lead_time, episode_ids.c.episode_id)
             .join(episode_ids, (episode_ids.c.study == study)
                   & (episode_ids.c.task_id == assignments.c.task_id))
-            .where(_rated(study))
+            .where(rated(study))
             .order_by(assignments.c.task_id, assignments.c.ls_annotation_id.is_(None),
                       assignments.c.ls_annotation_id, assignments.c.id)).all())
 
@@ -182,173 +108,3 @@ def live_figures(engine: Engine, study: StudyFile,
     """The running agreement of ``study`` on its ratings so far (see the module's note)."""
     long = ratings_long(engine, study.name)
     return Snapshot(now(), int(long["annotation_id"].nunique()), figures_of(long, bootstrap))
-
-
-def save_snapshot(engine: Engine, study: str, snapshot: Snapshot) -> None:
-    """Replace the study's snapshot row whole (two gateways may both write it)."""
-    values = {"computed_at": snapshot.computed_at, "ratings": snapshot.ratings,
-              "figures": snapshot.figures}
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    with engine.begin() as conn:
-        conn.execute(dialect.insert(agreement_snapshots).values(study=study, **values)
-                     .on_conflict_do_update(index_elements=["study"], set_=values))
-
-
-def latest_snapshot(engine: Engine, study: str) -> Snapshot | None:
-    """The study's last snapshot, if any gateway computed one."""
-    with engine.connect() as conn:
-        return snapshot_in(conn, study)
-
-
-def snapshot_in(conn: Connection, study: str) -> Snapshot | None:
-    """``latest_snapshot`` inside a transaction already begun."""
-    row = conn.execute(select(agreement_snapshots)
-                       .where(agreement_snapshots.c.study == study)).one_or_none()
-    return None if row is None else Snapshot(aware(row.computed_at), row.ratings, row.figures)
-
-
-def arrivals(engine: Engine, study: str) -> tuple[int, int | None]:
-    """What changes when a rating of an ordinary episode arrives (not when it is saved, nor a
-    gold episode's: neither changes a figure): how many there are and the last one's
-    assignment."""
-    with engine.connect() as conn:
-        return tuple(conn.execute(
-            select(func.count(), func.max(assignments.c.id)).where(_rated(study))).one())
-
-
-def visits_moved(engine: Engine, study: str) -> tuple[int, int]:
-    """What changes the participants ``extra`` shows besides a rating: the study's visits
-    begun, and those ended (completed, no slot, not admitted)."""
-    with engine.connect() as conn:
-        return tuple(conn.execute(
-            select(func.count(), func.count(visits.c.outcome))
-            .join(participants, participants.c.id == visits.c.participant_id)
-            .where(participants.c.study == study)).one())
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    return "no interval yet" if low is None or high is None else f"95% CI {low:.2f} to {high:.2f}"
-
-
-def agreement_lines(snapshot: Snapshot) -> list[str]:
-    """The snapshot as ``study status`` prints it: one line per dimension."""
-    def figure(value: float | None) -> str:
-        return "–" if value is None else f"{value:.2f}"
-
-    # PostgreSQL answers in the session's time zone, whatever the server's.
-    computed = snapshot.computed_at.astimezone(timezone.utc)
-    lines = [(f"  running agreement on {snapshot.ratings} ratings (computed "
-              f"{computed:%Y-%m-%d %H:%M:%S} UTC), gold episodes left out:")]
-    for key, values in snapshot.figures.items():
-        lines.append(
-            f"    {key:<18} α {figure(values['alpha'])} "
-            f"({_interval(values['alpha_low'], values['alpha_high'])}), Gwet's AC2 "
-            f"{figure(values['ac'])} ({_interval(values['ac_low'], values['ac_high'])}), "
-            f"{values['pairs']} rater pairs")
-    return lines
-
-
-def _store(url: str) -> Engine:
-    """The worker process's engine on the gateway's database, made once."""
-    if url not in _ENGINES:
-        _ENGINES[url] = open_store(url)
-    return _ENGINES[url]
-
-
-_ENGINES: dict[str, Engine] = {}
-
-
-def compute(url: str, study: StudyFile, extra: Extra | None, figures: bool = True) -> Any:
-    """In the worker process: the running agreement computed and saved (unless ``figures`` is
-    false), then ``extra`` (the dashboard's participants) computed on the same database; its
-    result."""
-    engine = _store(url)
-    if figures:
-        save_snapshot(engine, study.name, live_figures(engine, study))
-    return extra(engine, study) if extra is not None else None
-
-
-def _follow(parent: int) -> None:
-    """In the worker process: end as soon as the gateway that started it is gone, killed
-    included (a worker would otherwise wait for work forever)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1)
-        os._exit(0)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _worker() -> ProcessPoolExecutor:
-    """One worker process, started afresh (spawned: nothing of the gateway's threads or open
-    connections is copied into it)."""
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_follow, initargs=(os.getpid(),))
-
-
-class LiveFigures:
-    """Keeps the study's snapshot current while the gateway runs, off the request path.
-
-    A thread of the gateway checks for new ratings; the figures are computed in a worker
-    process of their own, so that a computation (pandas, much of it holding Python's lock)
-    never slows the threads answering participants. ``extra`` is computed there with each
-    snapshot, and alone when only visits began or ended (``visits_moved``); its result is
-    handed to ``also``, which the thread calls after every check (with None when nothing was
-    computed): the dashboard's.
-    """
-
-    def __init__(self, engine: Engine, study: StudyFile, *, extra: Extra | None = None,
-                 also: Callable[[Any], None] | None = None) -> None:
-        self.engine, self.study, self.extra, self.also = engine, study, extra, also
-        self._url = engine.url.render_as_string(hide_password=False)
-        self._seen: tuple[int, int | None] | None = None
-        self._moved: tuple[int, int] | None = None
-        self._next = 0.0
-
-    def computed(self, pool: Executor, figures: bool = True) -> Any:
-        """The snapshot made and saved by the worker (unless ``figures`` is false);
-        ``extra``'s result."""
-        return pool.submit(compute, self._url, self.study, self.extra, figures).result()
-
-    def check(self, pool: Executor) -> bool:
-        """Compute and save the figures if ratings arrived (``extra`` alone if only visits
-        moved) and the last computation is far enough behind; whether it computed."""
-        seen = arrivals(self.engine, self.study.name)
-        moved = visits_moved(self.engine, self.study.name) if self.extra is not None else None
-        # Without a rating there is nothing to compute: an idle gateway starts no worker.
-        due = (seen[0] > 0 and (seen, moved) != (self._seen, self._moved)
-               and time.monotonic() >= self._next)
-        result = None
-        try:
-            if due:
-                # Tried again only after a wait, should it fail (the caller logs why).
-                self._next = time.monotonic() + FAILED_WAIT_SECONDS
-                started = time.monotonic()
-                result = self.computed(pool, figures=seen != self._seen)
-                self._seen, self._moved = seen, moved
-                self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
-        finally:
-            # The dashboard's progress stays current whatever became of the figures.
-            if self.also is not None:
-                self.also(result)
-        return due
-
-    async def run(self) -> None:
-        """Until cancelled (the app's lifespan starts and ends it)."""
-        pool = _worker()
-        try:
-            while True:
-                try:
-                    await asyncio.to_thread(self.check, pool)
-                except BrokenProcessPool:  # the worker died (killed, out of memory): a new one
-                    log.warning("the running agreement's worker process ended; starting another")
-                    pool.shutdown(wait=False)
-                    pool = _worker()
-                    self._next = 0.0
-                except Exception:  # the figures outlive any one failure; it is logged
-                    log.exception("computing the running agreement failed; tried again in "
-                                  "%.0f s", FAILED_WAIT_SECONDS)
-                await asyncio.sleep(CHECK_SECONDS)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from pydantic import ValidationError
 
 from ...dimensions import rating_name
@@ -88,7 +87,10 @@ def episode_task_ids(data: Mapping[int, Mapping[str, Any]]) -> dict[str, int]:
 
 def csv_references(path: Path, tasks: Mapping[str, int], project: int) -> dict[int, Reference]:
     """``task id → reference`` from an oTree-layout CSV; ``tasks`` maps the project's episode
-    ids to their task ids."""
+    ids to their task ids. pandas is imported here, at the gateway's start and only for a
+    CSV, so that the gateway's serving path imports no table library."""
+    import pandas as pd
+
     where = str(path)
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")

@@ -17,7 +17,6 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from ...exporter.tables import TIME_COLUMNS
 from ..settings import read_study
 from ..slots.leases import COUNTED
 from ..store import assignments, aware, open_store
@@ -45,7 +44,10 @@ class RatingTimes:
 
     def columns(self) -> dict[str, Any]:
         """The export's time-on-task columns (``tables.TIME_COLUMNS``): times in UTC as Label
-        Studio writes its own (``created_at``), the visible time in minutes."""
+        Studio writes its own (``created_at``), the visible time in minutes. The exporter is
+        imported here, by ``export --study``: ``study status`` reads the times without it."""
+        from ...exporter.tables import TIME_COLUMNS
+
         return dict(zip(TIME_COLUMNS, (
             _utc(self.assigned_at), _utc(self.first_shown_at), _utc(self.submitted_at),
             None if self.visible_seconds is None else self.visible_seconds / 60)))

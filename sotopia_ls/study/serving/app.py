@@ -56,7 +56,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ..live.dashboard import Dashboard, dashboard_routes, participant_rows
-from ..live.figures import LiveFigures
+from ..live.snapshots import LiveFigures
 from . import arrival
 from .editor import Editor
 from .flow import PAGE_SEQUENCE

@@ -20,7 +20,7 @@ from ...labelstudio.client import (
     project_task_data,
 )
 from ...labelstudio.tasks import GOLD
-from ..live.figures import keep_episode_ids
+from ..live.snapshots import keep_episode_ids
 from ..outbox.saving import LabelStudioWriter, required_fields, to_names
 from ..screening.gold import gold_references
 from ..settings import StudyFile

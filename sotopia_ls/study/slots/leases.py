@@ -67,7 +67,7 @@ from sqlalchemy.exc import IntegrityError
 from ...errors import StudyError
 from ...labelstudio.results import read_json_results
 from ...scores import RATING_FIELDS, scores_disagree
-from ..live.figures import snapshot_in
+from ..live.snapshots import snapshot_in
 from ..settings import Adaptive, StudyFile
 from ..store import (
     add_once,

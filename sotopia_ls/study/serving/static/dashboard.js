@@ -49,7 +49,7 @@
     document.getElementById("agreement-note").textContent = agreement
       ? "On " + agreement.ratings + " ratings (gold episodes left out), computed " +
         new Date(agreement.computed_at).toLocaleTimeString() + "; 95% bootstrap intervals."
-      : "Not computed yet.";
+      : data.agreement_unavailable || "Not computed yet.";
     fill("agreement", (agreement ? agreement.dimensions : []).map(function (d) {
       return row([
         {text: d.label, header: true},
