@@ -54,7 +54,7 @@ from sotopia_ls.study.serving.app import create_app
 from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import DASHBOARD_TOKEN_ENV, StudyFile
 from sotopia_ls.study.status import study_status
-from sotopia_ls.study.store import agreement_snapshots, open_store
+from sotopia_ls.study.store import agreement_snapshots, now, open_store
 
 pytestmark = pytest.mark.server
 
@@ -232,10 +232,13 @@ def test_guesses_at_the_dashboard_token_are_held_to_a_few_and_participants_stay_
         assert 1 <= int(held.headers["retry-after"]) <= 60
         assert page.status_code == 200 and page_took < 2.0
 
-        # A wrong Bearer header is held the same; the researcher, at another address, is not.
-        bearer = httpx.get(f"{served.running.url}/researcher/pilot/figures", timeout=60,
-                           headers={"Authorization": f"Bearer {secrets.token_urlsafe(32)}"})
-        assert bearer.status_code == 429
+        # Wrong Bearer headers are held the same (whether the flood filled the minute's
+        # window or only the second's, six in a row pass five a second); the researcher, at
+        # another address, is not.
+        bearers = [httpx.get(f"{served.running.url}/researcher/pilot/figures", timeout=60,
+                             headers={"Authorization": f"Bearer {secrets.token_urlsafe(32)}"})
+                   for _ in range(6)]
+        assert 429 in {bearer.status_code for bearer in bearers}
         elsewhere = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
         with elsewhere:
             assert elsewhere.post(sign_in, data={"token": served.token}).status_code == 303
@@ -358,8 +361,8 @@ def test_two_gateways_writing_the_snapshot_leave_one_row(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'gateway.sqlite3'}"
     gateways = [open_store(url), open_store(url)]  # two processes' engines on one database
     figures = {key: {"alpha": None, "pairs": 0} for key in RUBRIC.keys}
-    first = live.Snapshot(live.now(), 10, figures)
-    later = live.Snapshot(live.now(), 12, {**figures, "goal": {"alpha": 0.5, "pairs": 3}})
+    first = live.Snapshot(now(), 10, figures)
+    later = live.Snapshot(now(), 12, {**figures, "goal": {"alpha": 0.5, "pairs": 3}})
 
     for engine, snapshot in zip(gateways * 2, (first, later, first, later)):
         live.save_snapshot(engine, "pilot", snapshot)

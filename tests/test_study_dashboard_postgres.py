@@ -21,7 +21,7 @@ from sotopia_ls.study.live import dashboard, snapshots as live
 from sotopia_ls.study.serving.app import create_app
 from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import without_password
-from sotopia_ls.study.store import open_store
+from sotopia_ls.study.store import now, open_store
 
 
 @pytest.mark.server
@@ -76,7 +76,7 @@ def test_when_progress_fails_the_dashboard_still_shows_the_new_agreement(
 
     monkeypatch.setattr(dashboard, "progress", failing)
     figures = {key: {"alpha": None, "pairs": 0} for key in RUBRIC.keys}
-    live.save_snapshot(engine, study.name, live.Snapshot(live.now(), 1, figures))
+    live.save_snapshot(engine, study.name, live.Snapshot(now(), 1, figures))
     with caplog.at_level(logging.ERROR, "sotopia_ls.study"):
         shown.refresh([{"participant": "someone"}])
         shown.refresh(None)
