@@ -265,7 +265,7 @@ def test_two_sessions_of_one_participant_scored_at_once_give_one_verdict(tmp_pat
 
 
 @pytest.mark.postgres
-def test_on_postgresql_two_gateways_scoring_one_visit_record_it_once(tmp_path):
+def test_on_postgresql_two_gateways_record_one_verdict_per_visit_and_per_participant(tmp_path):
     cluster = start_postgres()
     try:
         env = database_settings(cluster)
@@ -280,6 +280,15 @@ def test_on_postgresql_two_gateways_scoring_one_visit_record_it_once(tmp_path):
         assert verdicts == [qualification.Verdict(True, 0)] * 8
         assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 1
         assert qualification.admitted(other, ROUND, pid_of(engine, visit))
+        # Two sessions of one participant, each scored by both gateways at once.
+        far = completed(engine, study, OFF_BY_THREE)
+        near = completed(engine, study, {}, visit=returning(engine, study, far))
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            given = list(pool.map(lambda asked: score(asked[0], study, asked[1]),
+                                  [(engine, near), (other, far), (other, near), (engine, far)]
+                                  * 2))
+        assert given == [qualification.Verdict(False, 3)] * 8
+        assert rows(engine, qualification_results) == 2 and rows(engine, allow_list) == 1
         engine.dispose()
         other.dispose()
     finally:

@@ -154,16 +154,11 @@ def allow_list_of(engine: Engine, qualification: str) -> list[str]:
             .order_by(allow_list.c.added_at, allow_list.c.external_id)).scalars())
 
 
-def _judged(conn: Connection, study: str) -> dict[int, Verdict]:
-    """Each participant of the round ``study`` who holds a verdict, with it."""
-    return _recorded(conn, participants.c.study == study)
-
-
 def participant_verdicts(engine: Engine, study: str) -> list[Verdict]:
     """The verdict of each participant of the qualification round ``study`` who holds one (a
     pass rate is the share passed: each participant counted once)."""
     with engine.connect() as conn:
-        return list(_judged(conn, study).values())
+        return list(_recorded(conn, participants.c.study == study).values())
 
 
 def verdicts(engine: Engine, study: str) -> dict[int, Verdict]:
@@ -171,10 +166,11 @@ def verdicts(engine: Engine, study: str) -> dict[int, Verdict]:
     participant's, on each visit that completed or was screened out (the code it got was that
     verdict's)."""
     with engine.connect() as conn:
-        judged = _judged(conn, study)
+        judged = _recorded(conn, participants.c.study == study)
         ended = conn.execute(
             select(visits.c.id, visits.c.participant_id)
-            .where(visits.c.participant_id.in_(list(judged)),
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == study,
                    visits.c.outcome.in_([Outcome.COMPLETED, Outcome.SCREENED_OUT]))
             .order_by(visits.c.id)).all()
-    return {visit: judged[participant] for visit, participant in ended}
+    return {visit: judged[participant] for visit, participant in ended if participant in judged}
