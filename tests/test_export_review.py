@@ -307,7 +307,7 @@ def test_a_reviewed_project_exports_with_the_study_protocol(
 
     prose = (out / "protocol.md").read_text()
     assert "A participant passed when every rating was within ±2 of the reference rating: 2 " \
-           "of 3 scored sessions passed (67%)." in prose
+           "of 3 scored participants passed (67%)." in prose
     assert "Only participants who passed the qualification round screening were admitted" in prose
     # No id, code, address or database URL in either file.
     for text in ((out / "protocol.json").read_text(), prose):
@@ -332,9 +332,30 @@ def test_the_study_side_counts_refusals_at_admission_and_screen_outs_apart(tmp_p
     arrival.finish(engine, refused.id, "not_admitted")
 
     assert study_protocol(engine, main)["sessions"] == {
-        "total": 1, "completed": 0, "no_slots": 0, "not_admitted": 1, "unfinished": 0}
+        "total": 1, "completed": 0, "no_slots": 0, "not_admitted": 1, "screened_out": 0,
+        "unfinished": 0}
     assert study_protocol(engine, screening)["decisions"] == {
         "approve": 0, "look": 0, "reject": 0, "screened_out": 1}
+
+
+def test_the_round_s_protocol_md_counts_its_screen_outs(export_file, tmp_path):
+    url = f"sqlite:///{tmp_path / 'gateway.sqlite3'}"
+    engine = open_store(url)
+    screening = qualification_round(engine, tmp_path, url)
+    with engine.connect() as conn:
+        scored = conn.execute(select(qualification_results.c.visit_id,
+                                     qualification_results.c.passed)).all()
+    for visit, passed in scored:
+        insert_once(engine, decisions, {"visit_id": visit,
+                                        "decision": "approve" if passed else "screened_out",
+                                        "message": None, "category": None, "recorded_at": now()})
+
+    out = tmp_path / "out"
+    export("--from-file", str(export_file), "-o", str(out), "--study", str(screening),
+           "--database", url)
+
+    assert "The review decided on sessions: 2 approved, 0 to look at, 0 rejected, 1 screened " \
+           "out." in (out / "protocol.md").read_text()
 
 
 def test_the_summary_and_the_report_count_decisions_with_one_function():

@@ -196,7 +196,7 @@ def test_a_gold_lease_is_renewed_never_expires_and_records_one_submission(tmp_pa
     again = leases.settle(engine, held, [{"other": "results"}], study.raters_per_episode)
 
     assert (first.state, first.results) == ("saving", RESULTS) and again == first
-    assert arrival.load_visit(engine, visit.id).rated == 1
+    assert arrival.load_visit(engine, study.name, visit.id).rated == 1
     with engine.connect() as conn:
         assert conn.execute(select(assignments.c.state)).scalars().all() == ["saving"]
 

@@ -2,10 +2,12 @@
 get the completion code and join its allow-list, the others the screen-out code (never their
 score), and a main study that requires the round admits only its allow-list.
 
-The first tests score visits on the gateway's database alone; then `study init` writes such
-studies against the session's real Label Studio; then three participants take the round
-through a served gateway (and Chromium shows the screen-out page), and a main study on the
-same database refuses those who did not pass.
+The first tests score visits on the gateway's database alone (a verdict is the participant's,
+whatever their sessions); then `study init` writes such studies against the session's real
+Label Studio; then three participants take the round through a served gateway (and Chromium
+shows the screen-out page), and a main study on the same database refuses those who did not
+pass. A participant who failed and comes back, or tries two sessions at once, gets nothing more;
+and each study's pages know only its own visits.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pandas as pd
@@ -47,9 +50,12 @@ from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
+from sotopia_ls.study.protocol import study_protocol
 from sotopia_ls.study.screening import qualification
+from sotopia_ls.study.screening.review import review_rows
 from sotopia_ls.study.serving import arrival
 from sotopia_ls.study.serving.app import SESSION_COOKIE, create_app
+from sotopia_ls.study.serving.arrival import ProlificParameters
 from sotopia_ls.study.serving.flow import NOT_ADMITTED
 from sotopia_ls.study.serving.gateway import prepare_gateway
 from sotopia_ls.study.settings import StudyFile
@@ -61,6 +67,7 @@ from sotopia_ls.study.store import (
     open_store,
     participants,
     qualification_results,
+    visits,
 )
 
 SCREEN_OUT = "SCR33N0UT"
@@ -104,16 +111,32 @@ def round_database(tmp_path: Path, reference: dict[str, int] = REFERENCE, url: s
     return engine, study
 
 
-def completed(engine: Engine, study: StudyFile, *offsets: dict[str, int]) -> arrival.Visit:
-    """A participant rates one gold episode per ``offsets`` and completes the round."""
-    visit = visitor(engine, study)
+def rated(engine: Engine, study: StudyFile, visit: arrival.Visit,
+          *offsets: dict[str, int]) -> arrival.Visit:
+    """The visit rates one gold episode per ``offsets``."""
     for moved in offsets:
         taken = leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
                                        lease_seconds=study.lease_seconds,
                                        gold_share=leases.GoldShare.of(study))
         leases.settle(engine, taken, ratings(moved), study.raters_per_episode)
+    return visit
+
+
+def completed(engine: Engine, study: StudyFile, *offsets: dict[str, int],
+              visit: arrival.Visit | None = None) -> arrival.Visit:
+    """A participant (a new one, or the visit's) rates one gold episode per ``offsets`` and
+    completes the round."""
+    visit = rated(engine, study, visit or visitor(engine, study), *offsets)
     arrival.finish(engine, visit.id, "completed")
     return visit
+
+
+def returning(engine: Engine, study: StudyFile, visit: arrival.Visit) -> arrival.Visit:
+    """The visit's participant arrives again with a new Prolific session, the id in upper
+    case."""
+    return arrival.arrive(engine, study.name, ProlificParameters(
+        PROLIFIC_PID=pid_of(engine, visit).upper(), STUDY_ID="a" * 24,
+        SESSION_ID=prolific_id()))
 
 
 def pid_of(engine: Engine, visit: arrival.Visit) -> str:
@@ -202,8 +225,49 @@ def test_many_requests_scoring_one_visit_at_once_record_it_once(tmp_path):
     assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 1
 
 
+def test_a_participant_who_failed_keeps_the_verdict_whatever_a_new_session_rates(tmp_path):
+    engine, study = round_database(tmp_path)  # three gold episodes, two a session
+    first = completed(engine, study, {}, OFF_BY_THREE)
+    assert not score(engine, study, first).passed
+    # Back with a new session (the id in upper case), the gold episode left rated perfectly.
+    again = completed(engine, study, {}, visit=returning(engine, study, first))
+
+    assert again.participant_id == first.participant_id
+    assert score(engine, study, again) == qualification.Verdict(passed=False, largest_distance=3)
+    assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 0
+    assert not qualification.admitted(engine, ROUND, pid_of(engine, first).upper())
+    # The protocol's pass rate counts the participant once: 0 of 1, not 1 of 2.
+    rate = study_protocol(engine, study)["qualification"]
+    assert (rate["scored"], rate["passed"], rate["pass_rate"]) == (1, 0, 0.0)
+
+
+def test_leaving_after_a_bad_rating_and_starting_again_is_judged_on_every_rating(tmp_path):
+    engine, study = round_database(tmp_path)
+    left = rated(engine, study, visitor(engine, study), OFF_BY_THREE)  # then closes the tab
+    again = completed(engine, study, {}, {}, visit=returning(engine, study, left))
+
+    assert score(engine, study, again) == qualification.Verdict(passed=False, largest_distance=3)
+    assert qualification.allow_list_of(engine, ROUND) == []
+
+
+def test_two_sessions_of_one_participant_scored_at_once_give_one_verdict(tmp_path):
+    engine, study = round_database(tmp_path)
+    far = completed(engine, study, OFF_BY_THREE)
+    near = completed(engine, study, {}, visit=returning(engine, study, far))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        given = list(pool.map(lambda visit: score(engine, study, visit), [near, far] * 4))
+
+    assert given == [qualification.Verdict(passed=False, largest_distance=3)] * 8
+    assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 0
+    # Each session ended by the one verdict, which the protocol counts once.
+    assert qualification.verdicts(engine, ROUND) == {
+        far.id: given[0], near.id: given[0]}
+    assert qualification.participant_verdicts(engine, ROUND) == [given[0]]
+
+
 @pytest.mark.postgres
-def test_on_postgresql_two_gateways_scoring_one_visit_record_it_once(tmp_path):
+def test_on_postgresql_two_gateways_record_one_verdict_per_visit_and_per_participant(tmp_path):
     cluster = start_postgres()
     try:
         env = database_settings(cluster)
@@ -218,6 +282,15 @@ def test_on_postgresql_two_gateways_scoring_one_visit_record_it_once(tmp_path):
         assert verdicts == [qualification.Verdict(True, 0)] * 8
         assert rows(engine, qualification_results) == 1 and rows(engine, allow_list) == 1
         assert qualification.admitted(other, ROUND, pid_of(engine, visit))
+        # Two sessions of one participant, each scored by both gateways at once.
+        far = completed(engine, study, OFF_BY_THREE)
+        near = completed(engine, study, {}, visit=returning(engine, study, far))
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            given = list(pool.map(lambda asked: score(asked[0], study, asked[1]),
+                                  [(engine, near), (other, far), (other, near), (engine, far)]
+                                  * 2))
+        assert given == [qualification.Verdict(False, 3)] * 8
+        assert rows(engine, qualification_results) == 2 and rows(engine, allow_list) == 1
         engine.dispose()
         other.dispose()
     finally:
@@ -504,3 +577,156 @@ def test_chromium_shows_the_screen_out_code_and_no_score(run, browser: Browser):
     seen = page.locator("main").inner_text().lower()
     assert "distance" not in seen and "score" not in seen and "reference" not in seen
     context.close()
+
+
+# --- coming back, two sessions at once, another study's cookie --------------------------------
+
+
+def participant_id(engine: Engine, study: str, pid: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(participants.c.id).where(
+            participants.c.study == study, participants.c.external_id == pid)).scalar_one()
+
+
+def visit_of(engine: Engine, study: str, pid: str) -> int:
+    """The last visit of the participant ``pid`` of ``study``."""
+    with engine.connect() as conn:
+        return conn.execute(
+            select(visits.c.id).join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == study, participants.c.external_id == pid)
+            .order_by(visits.c.id.desc()).limit(1)).scalar_one()
+
+
+def stored_visit(engine: Engine, visit: int) -> tuple[Any, ...]:
+    """The visit's row and its assignments' states, as stored."""
+    with engine.connect() as conn:
+        return (tuple(conn.execute(select(visits).where(visits.c.id == visit)).one()),
+                tuple(conn.execute(select(assignments.c.state).where(
+                    assignments.c.visit_id == visit)).scalars()))
+
+
+def link(base: str, study: str, pid: str, session: str) -> str:
+    return (f"{base}/s/{study}?PROLIFIC_PID={pid}&STUDY_ID={'a' * 24}&SESSION_ID={session}")
+
+
+@pytest.mark.server
+def test_chromium_who_failed_and_comes_back_with_a_new_session_gets_the_screen_out_code_only(
+        run, browser: Browser):  # noqa: F811
+    failer = participant_id(run.engine, ROUND, run.failer.pid)
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.route(re.compile(r"^http://127\.0\.0\.1:9/"), lambda route: route.abort())
+
+    # The same Prolific id, in upper case, with a session Prolific never gave them before.
+    page.goto(link(run.round_url, ROUND, run.failer.pid.upper(), prolific_id()))
+
+    assert urlparse(page.url).path == f"/s/{ROUND}/done"
+    assert page.locator("#completion-code").inner_text() == SCREEN_OUT
+    assert "taken part in this study before" in page.locator("main").inner_text()
+    page.goto(f"{run.round_url}/s/{ROUND}/rate")  # skipping ahead finds no episode either
+    assert urlparse(page.url).path == f"/s/{ROUND}/done" and page.locator("#boot").count() == 0
+    context.close()
+
+    with run.engine.connect() as conn:
+        leased = conn.execute(select(func.count()).where(
+            assignments.c.participant_id == failer)).scalar_one()
+    assert leased == 2  # the two episodes of their first session, nothing since
+    assert qualification.verdict_of(run.engine, failer) == qualification.Verdict(False, 3)
+    assert run.failer.pid not in qualification.allow_list_of(run.engine, ROUND)
+    assert not qualification.admitted(run.engine, ROUND, run.failer.pid.upper())
+    # The review suggests nothing to pay for the new submission: screened out like the first.
+    review = review_rows(run.engine, run.study).set_index("participant").loc[[run.failer.pid]]
+    assert review["suggested"].tolist() == ["screened_out"] * 2
+    assert sorted(review["outcome"]) == ["completed", "screened_out"]
+
+
+@pytest.mark.server
+def test_who_fails_in_one_session_gets_nothing_more_in_another_open_at_once(run):
+    pid = prolific_id()
+    one = Participant.of(run.round_url, study=ROUND, pid=pid)
+    other = Participant.of(run.round_url, study=ROUND, pid=pid.upper())
+    try:
+        for session in (one, other):
+            session.arrive()
+            session.read_instructions()
+            session.open_episode()
+        for offsets in ({}, OFF_BY_THREE):
+            assert one.submit(ratings(offsets)).status_code == 200
+            one.open_episode()
+        assert code_on(one.http.get(f"/s/{ROUND}/done")) == SCREEN_OUT
+        # The other session's episode, rated perfectly, is kept; the verdict stands.
+        assert other.submit(ratings({})).status_code == 200
+        after = other.http.get(f"/s/{ROUND}/rate", follow_redirects=True)
+    finally:
+        one.close()
+        other.close()
+
+    assert after.url.path == f"/s/{ROUND}/done" and code_on(after) == SCREEN_OUT
+    someone = participant_id(run.engine, ROUND, pid)
+    with run.engine.connect() as conn:
+        recorded = conn.execute(select(qualification_results.c.passed).join(
+            visits, visits.c.id == qualification_results.c.visit_id).where(
+            visits.c.participant_id == someone)).scalars().all()
+    assert recorded == [False]
+    assert pid not in qualification.allow_list_of(run.engine, ROUND)
+    review = review_rows(run.engine, run.study).set_index("participant").loc[[pid]]
+    assert review["suggested"].tolist() == ["screened_out"] * 2
+
+
+@pytest.mark.server
+def test_a_round_cookie_sent_to_the_main_study_changes_nothing_in_the_round(
+        run, browser: Browser):  # noqa: F811
+    pid = prolific_id()
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.goto(link(run.round_url, ROUND, pid, prolific_id()))
+    page.get_by_role("button", name=re.compile("start rating")).click()
+    page.wait_for_url(f"**/s/{ROUND}/rate")
+    boot = json.loads(page.locator("#boot").text_content())
+    round_visit = visit_of(run.engine, ROUND, pid)
+    before = stored_visit(run.engine, round_visit)
+
+    # The main study is served on another port of the same host: the browser sends it the
+    # round's cookie, and the main study finds no visit of its own in it.
+    for asked in ("rate", "admission", "instructions", "done"):
+        answer = page.goto(f"{run.main_url}/s/main/{asked}")
+        assert answer.status == 403, asked
+        assert "open this study from its link on Prolific" in page.locator("main").inner_text()
+    cookie = next(c["value"] for c in context.cookies() if c["name"] == SESSION_COOKIE)
+    with httpx.Client(base_url=run.main_url, cookies={SESSION_COOKIE: cookie}) as main_page:
+        submitted = main_page.post("/s/main/submit", headers={"X-CSRF-Token": boot["csrf"]},
+                                   json={"assignment": boot["assignment"],
+                                         "results": ratings({})})
+    assert submitted.status_code == 403
+
+    assert stored_visit(run.engine, round_visit) == before  # still under way, nothing rated
+    assert arrival.load_visit(run.engine, "main", round_visit) is None
+    # The round goes on where it was: the same episode, its rating taken.
+    page.goto(f"{run.round_url}/s/{ROUND}/rate")
+    assert json.loads(page.locator("#boot").text_content())["assignment"] == boot["assignment"]
+    cookie = next(c["value"] for c in context.cookies() if c["name"] == SESSION_COOKIE)
+    context.close()
+    with httpx.Client(base_url=run.round_url, cookies={SESSION_COOKIE: cookie}) as round_page:
+        assert round_page.post(f"/s/{ROUND}/submit", headers={"X-CSRF-Token": boot["csrf"]},
+                               json={"assignment": boot["assignment"],
+                                     "results": ratings({})}).status_code == 200
+
+
+@pytest.mark.server
+def test_a_main_study_cookie_sent_to_the_round_takes_no_episode_there(run):
+    admitted = Participant.of(run.main_url, study="main", pid=run.passer.pid)
+    try:
+        assert admitted.arrive().url.path == "/s/main/instructions"
+        admitted.read_instructions()
+        cookie = admitted.http.cookies[SESSION_COOKIE]
+    finally:
+        admitted.close()
+    main_visit = visit_of(run.engine, "main", run.passer.pid)
+
+    with httpx.Client(base_url=run.round_url, cookies={SESSION_COOKIE: cookie}) as round_page:
+        for asked in ("rate", "instructions", "done"):
+            assert round_page.get(f"/s/{ROUND}/{asked}").status_code == 403, asked
+
+    with run.engine.connect() as conn:
+        assert conn.execute(select(func.count()).where(
+            assignments.c.study == ROUND, assignments.c.visit_id == main_visit)).scalar_one() == 0

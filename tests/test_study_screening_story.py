@@ -289,7 +289,7 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
     assert study["decisions"] == kinds
     assert record["exclusions"] == {"rejected_by_review_excluded": True, "excluded": 5}
     prose = (tmp_path / "final" / "protocol.md").read_text()
-    assert "2 of 3 scored sessions passed" in prose
+    assert "2 of 3 scored participants passed" in prose
     everyone = [passer, failer, quitter, latecomer, careful, careless]
     for text in ((tmp_path / "final" / "protocol.json").read_text(), prose):
         assert not re.search(r"[0-9a-f]{24}", text)

@@ -25,6 +25,10 @@ from .collection import Collection
 PROTOCOL_FILES: tuple[str, ...] = ("protocol.json", "protocol.md")
 # A study record's ``kind`` when the study is a qualification round (else ``main study``).
 QUALIFICATION_ROUND = "qualification round"
+# How the prose words each decision a study record counts (a qualification round's screen-outs
+# among them).
+_DECIDED = {"approve": "approved", "look": "to look at", REJECT: "rejected",
+            "screened_out": "screened out"}
 
 
 def median_minutes(seconds: Sequence[float]) -> float | None:
@@ -147,12 +151,12 @@ def _study_prose(study: Mapping[str, Any]) -> list[str]:
                      f"{study['episodes_per_participant']} episodes per session.")
     if qualification and "rule" in qualification:
         lines.append(f"A participant passed when {qualification['rule']}: "
-                     f"{qualification['passed']} of {qualification['scored']} scored sessions "
-                     f"passed ({_percent(qualification['pass_rate'])}).")
+                     f"{qualification['passed']} of {qualification['scored']} scored "
+                     f"participants passed ({_percent(qualification['pass_rate'])}).")
     elif qualification:
         lines.append(f"Only participants who passed the qualification round "
                      f"{qualification['round']} were admitted ({qualification['passed']} of "
-                     f"{qualification['scored']} scored sessions passed it, "
+                     f"{qualification['scored']} scored participants passed it, "
                      f"{_percent(qualification['pass_rate'])}).")
     if study["gold_share"] and study["kind"] != QUALIFICATION_ROUND:
         lines.append(f"{_percent(study['gold_share'])} of a participant's episodes were gold "
@@ -167,8 +171,8 @@ def _study_prose(study: Mapping[str, Any]) -> list[str]:
     lines.append(f"Quality flags were raised with these thresholds: {thresholds}.")
     decided = study["decisions"]
     if any(decided.values()):
-        lines.append(f"The review decided on sessions: {decided['approve']} approved, "
-                     f"{decided['look']} to look at, {decided[REJECT]} rejected.")
+        lines.append("The review decided on sessions: " + ", ".join(
+            f"{count} {_DECIDED[kind]}" for kind, count in decided.items()) + ".")
     return lines
 
 

@@ -4,8 +4,9 @@ study file and the gateway's database.
 ``study_protocol`` gives the design (raters per episode, episodes per participant, gold share,
 the qualification's rule, the flags' thresholds) and what happened (participants and sessions,
 ratings and gold ratings served, the qualification's pass rate, the review's decisions by kind,
-the median minutes per episode). It holds counts and settings only: no participant, session,
-task or project id, no code, address or database URL. ``sotopia-ls export --study`` merges it
+the median minutes per episode; the pass rate counts participants, each once, as a verdict is
+a participant's). It holds counts and settings only: no participant, session, task or project
+id, no code, address or database URL. ``sotopia-ls export --study`` merges it
 into the export's ``protocol.json`` (``sotopia_ls.exporter.protocol``).
 """
 
@@ -19,8 +20,9 @@ from sqlalchemy import Engine, and_, func, select
 
 from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
-from .screening.qualification import verdicts
-from .screening.review import DECISIONS, NOT_ADMITTED, thresholds
+from .screening.qualification import participant_verdicts
+from .screening.review import DECISIONS, thresholds
+from .serving.arrival import Outcome
 from .settings import StudyFile, read_study
 from .slots.leases import COUNTED, added_slots
 from .store import (
@@ -42,8 +44,9 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def _pass_rate(engine: Engine, round_name: str) -> dict[str, Any]:
-    """How many visits of the qualification round ``round_name`` were scored, and passed."""
-    scored = verdicts(engine, round_name).values()
+    """How many participants of the qualification round ``round_name`` were scored, and
+    passed."""
+    scored = participant_verdicts(engine, round_name)
     passed = sum(verdict.passed for verdict in scored)
     return {"scored": len(scored), "passed": passed, "pass_rate": _share(passed, len(scored))}
 
@@ -104,9 +107,8 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
         "qualification": _qualification(engine, study),
         "flag_thresholds": thresholds(study).model_dump(),
         "participants": people,
-        "sessions": {"total": sum(outcomes.values()), "completed": outcomes.get("completed", 0),
-                     "no_slots": outcomes.get("no_slots", 0),
-                     "not_admitted": outcomes.get(NOT_ADMITTED, 0),
+        "sessions": {"total": sum(outcomes.values()),
+                     **{outcome.value: outcomes.get(outcome, 0) for outcome in Outcome},
                      "unfinished": outcomes.get(None, 0)},
         "ratings": len(times),
         "gold_ratings": gold_ratings,

@@ -1,16 +1,19 @@
-"""A qualification round's verdicts: a completed visit scored against the gold references, the
-allow-list of those who passed, and admission to a main study that requires the round.
+"""A qualification round's verdicts: one per participant, scored against the gold references,
+the allow-list of those who passed, and admission to a main study that requires the round.
 
-A visit of a qualification round (``StudyFile.qualification``) is scored as it completes
+The verdict belongs to the participant (their Prolific id, kept in lower case: one participant
+record per round), never to a session: it is given once, when a visit of theirs completes
 (``score_visit``, called by ``flow`` with the visit's last rating, so a participant who closes
-the tab right after it is scored all the same): each rating of each gold episode it submitted
-is compared with that episode's reference (``store.gold``), and it passes when the largest
-distance is at most ``max_distance`` (Sotopia-π's rule: every rating within 2 points). The
-verdict is recorded once (``qualification_results``) and a passer's Prolific id joins the
-round's allow-list (``allow_list``, under the round's study name), both as inserts that keep
-the first row: the done page asking again, a reload, or two gateway processes at once score
-nothing twice. No page ever shows the verdict's distance or a reference; the done page only
-reads the verdict to pick which code to give.
+the tab right after it is scored all the same), over every rating of a gold episode they
+submitted in the round, each compared with that episode's reference (``store.gold``). They
+pass when the largest distance is at most ``max_distance`` (Sotopia-π's rule: every rating
+within 2 points). The verdict is recorded with the visit that earned it
+(``qualification_results``), and a passer's Prolific id joins the round's allow-list
+(``allow_list``, under the round's study name), in one transaction that holds the
+participant's row: another session of theirs, the done page asked again, a reload, or two
+gateway processes at once read that verdict back and record nothing. A participant with a
+verdict is served nothing more in the round (``flow``). No page ever shows the verdict's
+distance or a reference; the done page only reads the verdict to pick which code to give.
 
 A main study that requires the round (``StudyFile.requires_qualification``, on the same
 database) admits only its allow-list (``admitted``).
@@ -20,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, and_, select
+from sqlalchemy import ColumnElement, Connection, Engine, and_, select
 
 from ...labelstudio.results import read_json_results
+from ..serving.arrival import Outcome
 from ..slots.leases import COUNTED
 from ..store import (
     add_once,
@@ -39,21 +43,21 @@ from .flags import largest_distance
 
 @dataclass(frozen=True)
 class Verdict:
-    """A scored qualification visit: passed, and its largest distance to a reference (None:
-    it rated no gold episode)."""
+    """A participant's verdict: passed, and their largest distance to a reference (None: they
+    rated no gold episode)."""
 
     passed: bool
     largest_distance: int | None
 
 
-def _visit_distance(conn: Connection, study: str, visit_id: int) -> int | None:
-    """The largest distance of any rating the visit submitted on a gold episode to its
-    reference; None when it submitted no rating of a gold episode."""
+def _participant_distance(conn: Connection, study: str, participant_id: int) -> int | None:
+    """The largest distance of any rating the participant submitted on a gold episode of the
+    round to its reference, whatever the session; None when they submitted none."""
     rows = conn.execute(
         select(assignments.c.results, gold.c.reference)
         .join(gold, and_(gold.c.study == assignments.c.study,
                          gold.c.task_id == assignments.c.task_id))
-        .where(assignments.c.study == study, assignments.c.visit_id == visit_id,
+        .where(assignments.c.study == study, assignments.c.participant_id == participant_id,
                assignments.c.state.in_(COUNTED))
     ).all()
     distances = []
@@ -66,24 +70,56 @@ def _visit_distance(conn: Connection, study: str, visit_id: int) -> int | None:
     return max(distances, default=None)
 
 
+def _recorded(conn: Connection, which: ColumnElement[bool]) -> dict[int, Verdict]:
+    """The verdict of each participant ``which`` selects who holds one, by participant id:
+    the first recorded (a database made before one verdict a participant may hold more)."""
+    rows = conn.execute(
+        select(visits.c.participant_id, qualification_results.c.passed,
+               qualification_results.c.largest_distance)
+        .join(visits, visits.c.id == qualification_results.c.visit_id)
+        .join(participants, participants.c.id == visits.c.participant_id)
+        .where(which)
+        .order_by(qualification_results.c.scored_at, qualification_results.c.visit_id)).all()
+    recorded: dict[int, Verdict] = {}
+    for row in rows:
+        recorded.setdefault(row.participant_id, Verdict(row.passed, row.largest_distance))
+    return recorded
+
+
+def verdict_of(engine: Engine, participant_id: int) -> Verdict | None:
+    """The verdict of the round's participant ``participant_id``; None before it is given."""
+    with engine.connect() as conn:
+        return _recorded(conn, participants.c.id == participant_id).get(participant_id)
+
+
 def score_visit(engine: Engine, study: str, visit_id: int, max_distance: int) -> Verdict:
-    """The verdict on a completed visit of the qualification round ``study``: recorded the
-    first time (a passer joins the allow-list with it), read back every time after. A visit
-    that rated no gold episode has nothing to qualify it: it fails, and nothing is recorded."""
+    """The verdict of the participant of the completed visit ``visit_id`` of the round
+    ``study``: the one they hold, else given now over their gold ratings and recorded with
+    this visit (a passer joins the allow-list with it). A participant who rated no gold
+    episode has nothing to qualify them: they fail, and nothing is recorded."""
     with engine.begin() as conn:
-        distance = _visit_distance(conn, study, visit_id)
+        # One verdict per participant: their row is held until this one is recorded (a
+        # PostgreSQL row lock; SQLite's BEGIN IMMEDIATE already serializes writers).
+        participant = conn.execute(
+            select(participants.c.id, participants.c.external_id)
+            .where(participants.c.id == select(visits.c.participant_id)
+                   .where(visits.c.id == visit_id).scalar_subquery())
+            .with_for_update()).one()
+        held = _recorded(conn, participants.c.id == participant.id).get(participant.id)
+        if held is not None:
+            return held
+        distance = _participant_distance(conn, study, participant.id)
         if distance is None:
             return Verdict(passed=False, largest_distance=None)
+        verdict = Verdict(passed=distance <= max_distance, largest_distance=distance)
         add_once(conn, qualification_results, {
-            "visit_id": visit_id, "passed": distance <= max_distance,
+            "visit_id": visit_id, "passed": verdict.passed,
             "largest_distance": distance, "scored_at": now()})
-        recorded = conn.execute(select(qualification_results).where(
-            qualification_results.c.visit_id == visit_id)).one()
-        if recorded.passed:
+        if verdict.passed:
             add_once(conn, allow_list, {"qualification": study,
-                                        "external_id": _external_id(conn, visit_id),
+                                        "external_id": participant.external_id,
                                         "added_at": now()})
-    return Verdict(passed=recorded.passed, largest_distance=recorded.largest_distance)
+    return verdict
 
 
 def _external_id(conn: Connection, visit_id: int) -> str:
@@ -118,15 +154,23 @@ def allow_list_of(engine: Engine, qualification: str) -> list[str]:
             .order_by(allow_list.c.added_at, allow_list.c.external_id)).scalars())
 
 
-def verdicts(engine: Engine, study: str) -> dict[int, Verdict]:
-    """Every recorded verdict of the qualification round ``study``, by visit id (a pass rate
-    is the share passed)."""
+def participant_verdicts(engine: Engine, study: str) -> list[Verdict]:
+    """The verdict of each participant of the qualification round ``study`` who holds one (a
+    pass rate is the share passed: each participant counted once)."""
     with engine.connect() as conn:
-        rows = conn.execute(
-            select(qualification_results)
-            .join(visits, visits.c.id == qualification_results.c.visit_id)
+        return list(_recorded(conn, participants.c.study == study).values())
+
+
+def verdicts(engine: Engine, study: str) -> dict[int, Verdict]:
+    """The verdict each visit of the qualification round ``study`` ended by, by visit id: its
+    participant's, on each visit that completed or was screened out (the code it got was that
+    verdict's)."""
+    with engine.connect() as conn:
+        judged = _recorded(conn, participants.c.study == study)
+        ended = conn.execute(
+            select(visits.c.id, visits.c.participant_id)
             .join(participants, participants.c.id == visits.c.participant_id)
-            .where(participants.c.study == study)
-            .order_by(qualification_results.c.visit_id)).all()
-    return {row.visit_id: Verdict(passed=row.passed, largest_distance=row.largest_distance)
-            for row in rows}
+            .where(participants.c.study == study,
+                   visits.c.outcome.in_([Outcome.COMPLETED, Outcome.SCREENED_OUT]))
+            .order_by(visits.c.id)).all()
+    return {visit: judged[participant] for visit, participant in ended if participant in judged}

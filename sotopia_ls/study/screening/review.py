@@ -11,15 +11,16 @@ A row holds:
 - ``participant`` (PROLIFIC_PID) and ``submission`` (the visit's SESSION_ID, Prolific's
   submission id): the row's identity, checked when the file is read back;
 - ``outcome``: ``completed``, ``no_slots``, ``not_admitted`` (refused at the admission page of
-  a study that requires a qualification round), or ``unfinished`` (the visit never reached its
-  end);
+  a study that requires a qualification round), ``screened_out`` (back in a qualification round
+  they failed: ``arrival.Outcome``), or ``unfinished`` (the visit never reached its end);
 - ``episodes`` and ``gold_episodes``: ratings submitted, ordinary and gold;
 - ``minutes`` (the lead times summed) and ``median_minutes`` (per episode);
 - ``<flag>.fired`` and ``<flag>.judged`` for every flag: ratings it fired on, ratings it judged
   (a flag judges none without its data, e.g. no reference; in a qualification round the
   round's ``max_distance`` is the gold distance's threshold, as it was the verdict's);
 - ``gold_distance``: the largest |score - reference| over the visit's gold ratings (empty
-  without one); ``qualification``: ``passed`` / ``failed`` once a qualification visit was scored;
+  without one); ``qualification``: ``passed`` / ``failed``, the participant's verdict, on each
+  visit of a qualification round that got its code by it (``qualification.verdicts``);
 - ``suggested`` and ``rule``: the suggestion and the rule of ``RULES`` that made it;
   ``details``: what each flag that fired found, each rating whose page claimed more time than
   the gateway saw pass (``time_clipped``) and each whose typing is not measured

@@ -21,7 +21,8 @@ and its submit, a form ``POST`` to the same address or a script's JSON ``POST`` 
 The guard is here once: a page out of turn sends the participant to the current one, and a
 submit is bounded and needs the session's CSRF token before the page reads it.
 
-The browser only ever holds a signed session cookie naming its visit. It never receives a
+The browser only ever holds a signed session cookie naming its visit, read only as a visit of
+this study (a cookie another study set is no visit here). It never receives a
 Label Studio address, key, task id or annotation, nor anything of another participant: the
 page gets the labeling config and the shown part of one task's data (``shown``), and its
 submissions go to the gateway, which saves them with the owner's key.
@@ -165,7 +166,9 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     async def current_visit(request: Request) -> arrival.Visit:
         check_study(request)
         visit_id = request.session.get("visit")
-        visit = await run_in_threadpool(arrival.load_visit, engine, visit_id) \
+        # Only a visit of this study: another study on the same database and secret (a
+        # qualification round and its main study) may have set the cookie.
+        visit = await run_in_threadpool(arrival.load_visit, engine, study.name, visit_id) \
             if isinstance(visit_id, int) else None
         if visit is None:
             raise HTTPException(403, "Please open this study from its link on Prolific.")
@@ -173,7 +176,7 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
 
     async def where(visit: arrival.Visit) -> Page:
         """The visit's current page, read again from the database."""
-        visit = await run_in_threadpool(arrival.load_visit, engine, visit.id)
+        visit = await run_in_threadpool(arrival.load_visit, engine, study.name, visit.id)
         return current_page(pages, visit, study)
 
     def turn(request: Request, visit: arrival.Visit) -> Turn:

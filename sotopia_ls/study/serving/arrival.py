@@ -1,8 +1,10 @@
 """A participant arriving from Prolific: their URL parameters, their record, their visit.
 
 Prolific opens the study link with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID``; each is a
-24-character hexadecimal id. The participant is recorded once per study, each of their Prolific
-sessions is a visit. A participant who saves a rating gets a Label Studio user whose email,
+24-character hexadecimal id, kept in lower case (an id in upper case is the same participant).
+The participant is recorded once per study, each of their Prolific sessions is a visit, and a
+visit is only ever read as one of its own study's (two studies may share a database and a
+session secret). A participant who saves a rating gets a Label Studio user whose email,
 ``<PROLIFIC_PID>@prolific.invalid``, carries the id into Label Studio's exports (it never logs
 in; ``.invalid`` is reserved, so no mail can ever be sent to it), made by the gateway's writer
 with their first rating (``saving.participant_user``): an arrival alone makes nothing in Label
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,6 +55,17 @@ def user_email(external_id: str) -> str:
     return f"{external_id.lower()}@{EMAIL_DOMAIN}"
 
 
+class Outcome(StrEnum):
+    """How a visit ended (``visits.outcome``; none while it goes on)."""
+
+    COMPLETED = "completed"  # it rated at least one episode
+    NO_SLOTS = "no_slots"  # nothing was left for it to rate
+    NOT_ADMITTED = "not_admitted"  # refused at admission (a study requiring a round)
+    # A qualification round's participant who failed it in another session: given the
+    # screen-out code again, nothing to rate.
+    SCREENED_OUT = "screened_out"
+
+
 @dataclass(frozen=True)
 class Visit:
     """What the gateway knows of one participant's Prolific session."""
@@ -60,7 +74,7 @@ class Visit:
     participant_id: int
     instructions_read: bool
     rated: int
-    outcome: str | None
+    outcome: Outcome | None
     answered: frozenset[str]  # the pages whose answers are recorded (``record_answers``)
 
 
@@ -80,27 +94,29 @@ def arrive(engine: Engine, study: str, parameters: ProlificParameters) -> Visit:
         visit_id = conn.execute(select(visits.c.id).where(
             visits.c.participant_id == participant.id,
             visits.c.prolific_session_id == parameters.SESSION_ID.lower())).scalar_one()
-    return load_visit(engine, visit_id)
+    return load_visit(engine, study, visit_id)
 
 
-def load_visit(engine: Engine, visit_id: int) -> Visit | None:
-    """The visit as stored now, or None if there is no such visit: one query (every request
-    makes it), a row per page answered."""
+def load_visit(engine: Engine, study: str, visit_id: int) -> Visit | None:
+    """The visit of ``study`` as stored now, or None if ``study`` has no such visit (another
+    study's visit is none of its own): one query (every request makes it), a row per page
+    answered."""
     rated = (select(func.count()).select_from(assignments)
              .where(assignments.c.visit_id == visits.c.id, assignments.c.state.in_(COUNTED))
              .scalar_subquery())
     with engine.connect() as conn:
         rows = conn.execute(
             select(visits, rated.label("rated"), page_answers.c.page)
+            .join(participants, participants.c.id == visits.c.participant_id)
             .outerjoin(page_answers, page_answers.c.visit_id == visits.c.id)
-            .where(visits.c.id == visit_id)
+            .where(visits.c.id == visit_id, participants.c.study == study)
         ).all()
     if not rows:
         return None
     row = rows[0]
     return Visit(id=row.id, participant_id=row.participant_id,
                  instructions_read=row.instructions_read_at is not None, rated=row.rated,
-                 outcome=row.outcome,
+                 outcome=None if row.outcome is None else Outcome(row.outcome),
                  answered=frozenset(r.page for r in rows if r.page is not None))
 
 
@@ -118,9 +134,8 @@ def record_answers(engine: Engine, visit_id: int, page: str, answers: dict[str, 
                                        "answered_at": now()})
 
 
-def finish(engine: Engine, visit_id: int, outcome: str) -> None:
-    """End the visit with ``outcome`` ("completed", "no_slots" or "not_admitted"); the first
-    outcome stays."""
+def finish(engine: Engine, visit_id: int, outcome: Outcome) -> None:
+    """End the visit with ``outcome``; the first outcome stays."""
     moment: datetime = now()
     with engine.begin() as conn:
         conn.execute(update(visits).where(visits.c.id == visit_id, visits.c.outcome.is_(None))

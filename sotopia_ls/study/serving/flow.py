@@ -3,7 +3,8 @@
     arrival (the Prolific link) → [admission] → instructions → rate (× m) → done
 
 (admission: only in a study that requires a qualification round, for whoever is not on its
-allow-list; an arrival with nothing left to rate goes straight to done, ``Rate.on_arrival``.)
+allow-list; an arrival with nothing left to rate goes straight to done, ``Rate.on_arrival``, as
+does, in a qualification round, one whose participant holds a verdict already.)
 
 Each page (``page.Page``) says whether it is displayed, what its template gets and what its
 submit does; the app builds the routes from ``PAGE_SEQUENCE``. Reordering or adding a page (a
@@ -25,7 +26,7 @@ from ..screening.visible import VisibleSeconds, page_measuring
 from ..settings import StudyFile
 from ..slots import leases
 from . import arrival
-from .arrival import Visit
+from .arrival import Outcome, Visit
 from .page import NotAccepted, Page, Script, Turn
 from .security import json_for_html
 
@@ -85,8 +86,8 @@ class Admission(Page):
                 and qualification.visit_admitted(turn.engine, required, visit.id)):
             arrival.record_answers(turn.engine, visit.id, self.name, {"admitted": True})
             return replace(visit, answered=visit.answered | {self.name})
-        arrival.finish(turn.engine, visit.id, "not_admitted")
-        return replace(visit, outcome=visit.outcome or "not_admitted")
+        arrival.finish(turn.engine, visit.id, Outcome.NOT_ADMITTED)
+        return replace(visit, outcome=visit.outcome or Outcome.NOT_ADMITTED)
 
 
 class Instructions(Page):
@@ -120,20 +121,21 @@ class Rate(Page):
 
     def on_arrival(self, turn: Turn) -> Visit:
         """An arrival with nothing to rate (every slot taken, or had: the study may be closed;
-        in a qualification round, every gold episode had) ends here, before reading
-        instructions it would not be paid for. A visit that rated or holds a lease goes on
-        as it was."""
+        in a qualification round, every gold episode had, or a verdict given in another
+        session) ends here, before reading instructions it would not be paid for. A visit that
+        rated or holds a lease goes on as it was."""
         study, visit = turn.study, turn.visit
-        if (visit.outcome is not None or visit.rated
-                or leases.has_work(turn.engine, study.name, visit.id, visit.participant_id,
-                                   leases.GoldShare.of(study))):
+        if visit.outcome is not None:
             return visit
-        _finish(turn, visit)
-        return replace(visit, outcome="no_slots")
+        if not _judged(turn) and (visit.rated or leases.has_work(
+                turn.engine, study.name, visit.id, visit.participant_id,
+                leases.GoldShare.of(study))):
+            return visit
+        return _finish(turn, visit)
 
     def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
         study, visit = turn.study, turn.visit
-        assignment = leases.lease_for_visit(
+        assignment = None if _judged(turn) else leases.lease_for_visit(
             turn.engine, study.name, visit.id, visit.participant_id,
             lease_seconds=study.lease_seconds,
             gold_share=leases.GoldShare.of(study),
@@ -176,16 +178,24 @@ class Rate(Page):
         if settled.state == "saving":
             turn.gateway.writer.rating_recorded()
         # Read again: how many this visit has rated is what the rating changed.
-        after = arrival.load_visit(turn.engine, visit.id)
+        after = arrival.load_visit(turn.engine, study.name, visit.id)
         if after.rated >= study.episodes_per_participant and after.outcome is None:
-            _finish(turn, after)
-            return replace(after, outcome="completed")
+            return _finish(turn, after)
         return after
 
 
+def _judged(turn: Turn) -> qualification.Verdict | None:
+    """In a qualification round, the verdict the visit's participant holds (given in this
+    session or another): they are served nothing more. None before it, and in any other
+    study."""
+    if turn.study.qualification is None:
+        return None
+    return qualification.verdict_of(turn.engine, turn.visit.participant_id)
+
+
 def _verdict(turn: Turn, visit_id: int) -> qualification.Verdict | None:
-    """A qualification round's verdict on a completed visit (recorded the first time, read
-    back after); None in any other study."""
+    """A qualification round's verdict on the participant of a visit that ended by it (given
+    the first time, read back after); None in any other study."""
     qualifying = turn.study.qualification
     if qualifying is None:
         return None
@@ -193,18 +203,27 @@ def _verdict(turn: Turn, visit_id: int) -> qualification.Verdict | None:
                                      qualifying.max_distance)
 
 
-def _finish(turn: Turn, visit: Visit) -> None:
-    """End the visit: completed when it rated anything, else no slots. A completed visit of a
-    qualification round is scored at once, so a passer who closes the tab after the last
-    rating, before the done page, is on the allow-list all the same."""
-    arrival.finish(turn.engine, visit.id, "completed" if visit.rated else "no_slots")
+def _finish(turn: Turn, visit: Visit) -> Visit:
+    """End the visit: completed when it rated anything, else screened out when its
+    participant failed the qualification round in another session, else no slots. A completed
+    visit of a qualification round is scored at once, so a passer who closes the tab after the
+    last rating, before the done page, is on the allow-list all the same."""
     if visit.rated:
+        outcome = Outcome.COMPLETED
+    else:
+        judged = _judged(turn)
+        outcome = (Outcome.SCREENED_OUT if judged is not None and not judged.passed
+                   else Outcome.NO_SLOTS)
+    arrival.finish(turn.engine, visit.id, outcome)
+    if outcome == Outcome.COMPLETED:
         _verdict(turn, visit.id)
+    return replace(visit, outcome=visit.outcome or outcome)
 
 
 def _leaving(turn: Turn) -> tuple[str, str]:
-    """The code and address of a completed visit: the completion code, except for someone who
-    did not pass a qualification round, who gets its screen-out code (never why)."""
+    """The code and address of a visit ended by its ratings or by a verdict: the completion
+    code, except for a participant who did not pass a qualification round, who gets its
+    screen-out code (never why)."""
     study, verdict = turn.study, _verdict(turn, turn.visit.id)
     if verdict is None or verdict.passed:
         return study.completion_code, study.completion_url
@@ -214,7 +233,8 @@ def _leaving(turn: Turn) -> tuple[str, str]:
 
 class Done(Page):
     """The completion code (a qualification round's screen-out code for someone who did not
-    pass) and the way back to Prolific, or why there was nothing to rate."""
+    pass, and again, with nothing rated, for whoever comes back after failing it) and the way
+    back to Prolific, or why there was nothing to rate."""
 
     name = "done"
     submit = None
@@ -226,11 +246,12 @@ class Done(Page):
         study, visit = turn.study, turn.visit
         if visit.outcome is None:
             _finish(turn, visit)
-            visit = arrival.load_visit(turn.engine, visit.id)
-        if visit.outcome == "completed":
+            visit = arrival.load_visit(turn.engine, study.name, visit.id)
+        if visit.outcome in (Outcome.COMPLETED, Outcome.SCREENED_OUT):
             code, url = _leaving(turn)
-            return {"completed": True, "code": code, "url": url, "rated": visit.rated}
-        return {"completed": False, "code": study.no_slots_code, "url": study.no_slots_url}
+            return {"outcome": visit.outcome, "code": code, "url": url, "rated": visit.rated}
+        return {"outcome": Outcome.NO_SLOTS, "code": study.no_slots_code,
+                "url": study.no_slots_url}
 
 
 PAGE_SEQUENCE: tuple[Page, ...] = (Admission(), Instructions(), Rate(), Done())
