@@ -2,8 +2,8 @@
 
 The data's keys are the labeling config's ``$variables``, all plain text. Model evaluations go
 into ``meta``, since the Data Manager shows every data field to annotators and a model's scores
-anchor them; the study's review, added slots and gold marks are kept there too, each an
-object merged by key so marks never drop each other.
+anchor them. The study's review, added-slot and gold marks are kept there too, each an object
+keyed by annotation or study, so that a new mark merges with the others.
 """
 
 from __future__ import annotations
