@@ -1,9 +1,5 @@
-"""The stored provider's latency: the real backend process answering /predict in 100-task batches.
-
-Every task carries the sample EpisodeLog fixture's stored evaluation (with a fresh episode id),
-so every task costs a full 28-result prediction. Each batch is timed from request to parsed
-answer over HTTP on 127.0.0.1; per-task figures are batch times divided by the batch size.
-One unmeasured batch warms the server first. The last line printed is the summary.
+"""The stored provider's latency: the real backend process answering /predict in 100-task batches,
+every task a full prediction; one unmeasured batch warms the server first.
 
 Example:
 

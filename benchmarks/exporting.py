@@ -1,19 +1,9 @@
-"""Export: a Label Studio JSON export file → every output format, in a process of its own.
+"""Export: a Label Studio JSON export file → every output format, in a process of its own, so
+its peak memory is the export's alone.
 
-The parent starts ``python -m benchmarks.exporting STAGE FILE OUT_DIR`` and reads one JSON line
-back, so the peak RSS (``VmHWM``) is that of the export alone, plus the interpreter and its
-imports, which the ``baseline`` stage measures. The export's worker processes are measured
-too, by a thread that samples the process tree every 200 ms: each worker's peak RSS (summed,
-an upper bound: forked workers share their parent's pages) and the tree's total PSS (shared
-pages counted once; sampled, so a short peak can be missed). Stages:
-
-- ``export``   ``sotopia_ls.exporter.export_file(FILE, OUT_DIR)``: validate, build the tables,
-               write every output file, on one worker process per CPU;
-- ``export-1`` the same on one process (what the workers divide);
-- ``parse``    only cut and decode the tasks, in one process (``file_tasks``);
-- ``baseline`` import the exporter and stop: the memory that is not the export's.
-
-The exporter's imports (pandas, pyarrow …) are timed apart, as ``import_seconds``.
+The parent starts ``python -m benchmarks.exporting STAGE FILE OUT_DIR`` (``export``,
+``export-1``, ``parse`` or ``baseline``) and reads one JSON line back; docs/benchmarks.md,
+"What is measured", says how memory is sampled.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Import: the importer's wall time against plain SDK bulk calls carrying the same JSON.
-
-Both sides post the same task payloads (``task_payload``), ``batch_size`` tasks per request,
-each into a fresh project on the same server. The importer's time includes everything it does
-(listing the project's existing episode ids, building the payloads, progress bookkeeping); the
-baseline's payloads are built before its clock starts. Rounds alternate which side goes first,
-so a server that slows as its database grows penalizes both alike; on a shared machine,
-run several rounds.
+"""Import: the importer's wall time against plain SDK bulk calls carrying the same JSON, each
+into a fresh project; rounds alternate which side goes first, so a server slowing as its
+database grows penalizes both alike (docs/benchmarks.md, "What is measured").
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Live-project export: how much memory the Label Studio server needs to hand a project over.
+"""Live-project export: how much memory the Label Studio server needs to hand a project over,
+by an export snapshot or by ``/api/projects/{id}/export``, sampled from ``/proc``.
 
-Two ways to read every task of a project with all its annotations, both streamed on our side
-(httpx chunks cut into chunks of whole tasks, each decoded by msgspec):
-
-- an export snapshot (``exports.create`` then ``exports.download``), what the exporter's
-  ``project_tasks`` reads: Label Studio serializes tasks in batches straight into a file, then
-  sends the file;
-- ``/api/projects/{id}/export`` (``exports.download_sync``): Label Studio serializes every task
-  into one Python list, then into one JSON string, before the first byte is sent.
-
-The server's resident memory is sampled from ``/proc`` while each runs. Python seldom returns
-freed memory to the system, so the snapshot runs first: what the other way needs on top of that
-is then visible as growth.
+The snapshot runs first: Python seldom returns freed memory, so what the other way needs on
+top of it shows as growth (docs/benchmarks.md, "Live export of a project too large for one
+JSON document").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Episodes are copies of the sample episodes (parsed by the importer) with fresh ids and a
 different run of turns each, so task sizes spread around the real ones. Annotations reuse the
-28 ratings and rationales of real rows of the sample oTree human-evaluation CSVs, so an export
+ratings and rationales of real rows of the sample oTree human-evaluation CSVs, so an export
 file holds the text lengths and score spread of a real study.
 """
 

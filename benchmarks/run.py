@@ -2,17 +2,10 @@
 
 Example:
 
-    .venv/bin/python -m benchmarks.run                       # full size (about half an hour)
     .venv/bin/python -m benchmarks.run --quick               # small sizes, a few minutes
-    .venv/bin/python -m benchmarks.run --only import --database postgresql --rounds 3
-    .venv/bin/python -m benchmarks.run --only study       # the study gateway's burst (PostgreSQL)
-    .venv/bin/python -m benchmarks.run --only study --study-adaptive --study-dashboard
     .venv/bin/python -m benchmarks.run --only study --study-paced --study-gateways 2
-    .venv/bin/python -m benchmarks.run --only study --study-paced --study-participants 100 \
-        --study-pace-scale 0.05                           # a scaled check of the paced run
-    .venv/bin/python -m benchmarks.run --only screen      # a scripted participant in Chromium
 
-See docs/benchmarks.md for the recorded figures and what dominates each.
+See docs/benchmarks.md for every run, the recorded figures and what dominates each.
 """
 
 from __future__ import annotations

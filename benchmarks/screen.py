@@ -1,36 +1,8 @@
 """A measured screen: a scripted participant rates episodes on the study gateway in Chromium.
 
-A real Label Studio (SQLite, a temp folder) holds three sample episodes (the shortest, the
-median and the longest of the package's samples, by words of dialogue); the gateway runs as a
-process (``sotopia-ls study serve``, its store in SQLite), with whatever editor the code and
-environment of this run serve. Each run is one participant, arriving from Prolific in a fresh
-headless Chromium context at 1440x900 and rating every episode as a careful participant does:
-read the episode to its last turn, then for each dimension and agent pick the rating and type
-the rationale, then press Submit.
-
-Measured on each episode:
-
-- actions: the clicks and key presses the script had to make, other than typing the
-  rationales (focusing a rationale box belongs to typing it): the ratings, Submit, and a
-  dialog dismissed should the page open one; the floor is 14 ratings + 1 Submit. A Submit the
-  page refuses (had it demanded more, an "Add" pressed say) stops the benchmark with its notice;
-- scroll distance: pixels scrolled, |change of scrollTop| + |change of scrollLeft| summed over
-  the window and every element that scrolls (a capture-phase ``scroll`` listener from an init
-  script), from the episode being ready until Submit; a text box scrolling to follow the caret
-  as a rationale is typed is not counted. The script scrolls as Playwright does before each
-  click and fill (only when the target is out of view), after bringing the dialogue's last
-  turn into view as a reader does;
-- share of the viewport used: points of a grid over the viewport at which the page shows its
-  content (the gateway's and the editor's bars, the instructions, the episode column, the
-  ratings column) rather than empty space, as the page opens and again with the last dimension
-  in view; and the width used by the two columns at 1440 px, as the page opens;
-- submit to next ready: from Submit pressed (the click, in the page's clock) to the next
-  episode's radio buttons all drawn (the first animation frame that has them), both read from
-  the browser's epoch clock; the same from "start rating" to the first episode, whose page
-  finds the browser's cache empty; and the kilobytes each page's files took over the network.
-
-The editor's "Add" buttons are counted as shown, not pressed: the gateway takes a typed
-rationale without them (their click is not demanded, only invited).
+A real Label Studio holds the shortest, median and longest sample episodes; each run is one
+participant rating them all as a careful person does. What is measured (actions, scroll,
+viewport used, submit to next ready) and why is in docs/benchmarks.md, "The rating screen".
 """
 
 from __future__ import annotations

@@ -1,51 +1,10 @@
 """A burst of participants through the study gateway, against Label Studio on PostgreSQL.
 
-200 simulated participants (async httpx, no browser) arrive at random moments within 60 s and
-each goes the whole way: the Prolific link, the instructions, two episodes (each a rate page,
-the editor's files once, and a submission with the 28 answers of a real row of the sample
-human-evaluation CSVs), the completion page. The gateway is ``sotopia-ls study serve`` as a
-researcher runs it (one or more processes sharing the gateway's PostgreSQL database; the
-simulated participants spread over them as a load balancer would); Label Studio and the
-gateway's database are a fresh PostgreSQL cluster of ``scripts/postgres``.
-
-With ``pace`` (``--study-paced``) the participants keep people's pace instead (1,000
-arriving within 300 s in ``benchmarks.run``): each spends the minutes ``study_pace`` draws on
-the instructions and on each episode before submitting, and a few leave in the middle of an
-episode: some abandon (their lease expires and the slot goes to a participant recruited
-afterwards), some reload the page, some come back later through the study link with the same
-Prolific ids in a browser without the cookie. Every time, the arrival window and the study's
-lease are multiplied by ``Pace.scale``.
-
-Each participant's browser (``study_client.Browser``) sends what the rating page sends (the
-answers, the characters typed per rationale, the seconds the page was shown) and waits out a
-busy answer (503 with ``Retry-After``) as the page does, counted apart by kind.
-
-Measured: page ready (the rate page's HTML with its episode, from request to last byte, busy
-answers waited out included), submit (the rating's POST until the gateway answers where to go
-next: validated and recorded in the gateway's database) and, read from that database, how long
-each rating then waited until the gateway's writer had saved it in Label Studio. Checked
-afterwards, once every rating is saved: no request failed (each failure counted by its kind:
-the HTTP status with the path template, or the exception's class and the first words of its
-message), every episode has exactly k distinct raters in Label Studio, every rating the gateway
-recorded is there, and nothing more.
-
-With ``gold_share`` (``--study-gold-share``) the project also holds ``GOLD_EPISODES`` gold
-episodes, their references in a CSV in the oTree layout (random valid ratings), and the
-gateway hides that share of each participant's assignments among the others: the ordinary
-episodes are then as many as the rest of the ratings fill, and the gold ones are rated by any
-number of participants (counted apart in the outcome).
-
-With ``adaptive`` (``--study-adaptive``) the study adds an extra rater to each episode whose
-ratings differ by more than 2 (the answers are rows of real studies, so most do): the project
-then holds as many episodes as k + 1 raters each fill, and each episode is checked to have as
-many distinct raters as its slots (k, or k + 1 once one was added).
-
-With ``dashboard`` (``--study-dashboard``) the gateways have the researcher dashboard's token
-(so each also keeps the dashboard's figures, participants included, in its worker process) and
-a researcher has the dashboard open on the first gateway during the burst: the page opened
-once with ``Authorization: Bearer``, then its figures read every ``POLL_SECONDS`` after the
-last answer, as the page's script does. Counted: the answers, the failed polls, and the answers
-that held the running agreement on at least one rating.
+Simulated participants (async httpx, no browser) go the whole way, from the Prolific link to
+the completion page, at once or at people's pace (``--study-paced``), with hidden gold,
+adaptive extra raters or the dashboard open as asked; afterwards every rating must be in Label
+Studio once. The load, what is measured and the figures are in docs/benchmarks.md, "Study
+gateway burst".
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """A simulated participant's browser for the study gateway's benchmark, and the kinds of its
 failures.
 
-``Browser`` is one participant's HTTP client (async httpx, no rendering) doing what the
-participant's browser and the gateway's page script do with an answer: a 503 with
-``Retry-After`` (the gateway's overload answer) is waited out and the same request made again,
-as the busy page's refresh and the rating page's submit do; each such answer is counted by kind
-apart from errors. A request still answered 503 after ``MOST_BUSY_SECONDS`` of waiting, any
-other answer of 400 or more, and every exception are failures.
-
-A failure's kind names what failed without what differs between participants: the HTTP status
-with the method and the path template (``HTTP 503 POST /s/<name>/submit``), or the exception's
-class with the request it broke and the first words of its message.
+``Browser`` waits out a busy answer (503 with ``Retry-After``) as the gateway's pages do,
+counting it apart from errors. A failure's kind names what failed without what differs between
+participants (status with method and path template, or the exception's class).
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """People's pace for the study gateway's benchmark: how long a simulated participant spends on
-the instructions and on each episode, and who leaves in the middle.
+the instructions and on each episode (lognormal around what they read, write and pick), and
+who leaves in the middle (abandons, reloads, or returns without the cookie).
 
-Minutes on an episode are drawn around an estimate made from what that participant does on it:
-every word of the episode the rating page shows (the ``shown`` task data: scenario, the two
-agents' names, profiles, secrets and goals, every turn) read at ``WORDS_READ_PER_MINUTE``, the
-rationales of the answer they send written at ``WORDS_WRITTEN_PER_MINUTE``, and
-``SECONDS_PER_CHOICE`` for each score picked. The minutes are lognormal: their median is the
-estimate and their log has the standard deviation ``SPREAD`` (drawn per participant and episode
-from a seeded generator). The instructions take a lognormal ``INSTRUCTIONS_MINUTES`` (median)
-with the same spread.
-
-A few participants leave in the middle of an episode (after a uniform share of its minutes):
-``ABANDON_SHARE`` never come back (their lease expires and the slot goes to another
-participant), ``RELOAD_SHARE`` reload the rating page in the same browser, and
-``RETURN_SHARE`` open the study link again later with the same Prolific ids in a browser
-without the gateway's cookie (another tab after clearing cookies, or another device), after a
-pause of ``RETURN_PAUSE_MINUTES`` (uniform); each of the three kinds is at least one
-participant.
-
-Every time is multiplied by ``Pace.scale`` (1: people's pace; the study's lease and the
-arrival window are scaled with it by the caller), so a scaled run keeps the shape of the load
-with every request rate divided by the scale: it checks the code, it does not measure people.
+``Pace.scale`` multiplies every time, so a scaled run keeps the load's shape: it checks the
+code, it does not measure people.
 """
 
 from __future__ import annotations

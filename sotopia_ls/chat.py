@@ -1,20 +1,9 @@
 """One OpenAI-compatible ``/chat/completions`` endpoint: a hosted API, or a local vLLM or
-Ollama server.
+Ollama server, asked under the package's HTTP rules (``sotopia_ls.remote``).
 
-    Exception
-    ├── InvalidReply      one request gave nothing usable (no answer in time, an error status
-    │                     after the retries, a body that is no chat completion)
-    └── EndpointRefused   the endpoint refuses the requests themselves (401, 403, 404, …):
-                          asking again, for this or any other episode, cannot help
-
-Every request follows the package's HTTP rules (``sotopia_ls.remote``): no redirect followed,
-``timeout`` seconds for the whole answer, at most ``max_bytes`` of it read, and a request
-answered 429 or 5xx, timed out or cut off sent again at most ``retries`` times (the wait
-doubling from ``backoff``, or the server's ``Retry-After``); a ``stop`` event set by the
-caller ends the waiting and the retries. An address that is no HTTP URL, or that answers with
-a redirect, is refused like a 404 (``EndpointRefused``). The API key goes into the
-``Authorization`` header and nowhere else: messages name the endpoint's address without
-credentials (``errors.redacted``).
+``InvalidReply``: one request gave nothing usable. ``EndpointRefused``: the endpoint refuses
+the requests themselves (401, 403, 404, a redirect), so asking again cannot help. The key goes
+into the ``Authorization`` header only.
 """
 
 from __future__ import annotations

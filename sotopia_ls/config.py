@@ -1,20 +1,9 @@
-"""The annotator's screen: the Label Studio labeling config and the project instructions.
+"""The annotator's screen: the Label Studio labeling config and the project instructions, both
+built from the rubric and the task-data keys named here (``DIALOGUE``, ``agent_field``).
 
-Both are built from the rubric in ``sotopia_ls.dimensions`` and the task-data keys named here
-(``DIALOGUE``, ``agent_field``; ``labelstudio.tasks`` writes each task's data under them);
-nothing about a dimension is written here by hand.
-
-The screen has two parts: the episode (the scenario, the two agents side by side with
-background, secret and social goal, then the numbered dialogue) and the evaluation (one
-block per dimension with its label, range and guidance, a rating and a rationale for each
-agent, and a collapsible panel with the instruction page's annotation examples and worked
-example for that dimension). On a wide screen they are two columns, the episode a column
-that stays in view while the ratings scroll; on a narrow one they read top to bottom.
-
-Ratings are single-choice ``Choices`` whose values are the integers of the range as text
-(the contract of ``sotopia_ls.results``). Every static string goes through ElementTree, so
-quotes and apostrophes in the rubric are escaped, and episode text only ever reaches the
-screen through ``$variables`` rendered as text by Label Studio.
+Nothing about a dimension is written here by hand, every static string goes through
+ElementTree, and episode text reaches the screen only through ``$variables`` (README.md,
+"The annotator's screen").
 """
 
 from __future__ import annotations

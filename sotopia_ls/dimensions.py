@@ -1,12 +1,8 @@
-"""The SOTOPIA-EVAL rubric: the one place the dimensions are defined, their number included.
+"""The SOTOPIA-EVAL rubric: the one place the dimensions are defined.
 
-Everything else (labeling config, task data, the score model, validation, exports, the report,
-the backend, the study gateway) derives from ``RUBRIC``, loaded once from ``rubric.json``
-beside this module, or from the file named by ``SOTOPIA_LS_RUBRIC``. That file holds, per
-dimension, the key, label, integer range, the guidance sentence annotators read, and the
-good/bad annotation examples of the original Sotopia instruction page, plus its fully worked
-example. Sotopia itself builds several rubrics from such lists; adding or removing a
-dimension here (and regenerating ``labeling_config.xml``) changes the whole package.
+Everything else derives from ``RUBRIC``, loaded once from ``rubric.json`` beside this module or
+the file ``SOTOPIA_LS_RUBRIC`` names, so adding or removing a dimension there changes the whole
+package (README.md, "The rating dimensions").
 """
 
 from __future__ import annotations

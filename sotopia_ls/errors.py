@@ -1,18 +1,12 @@
 """Exceptions raised by sotopia_ls, so callers know what to catch.
 
     SotopiaLSError
-    ├── InvalidRubric           a rubric file that cannot be read or is not a valid rubric
-    ├── InvalidInput            bad episodes or annotations; carries every Problem found
-    ├── UnknownFormat           a file whose format could not be detected or is not supported
-    ├── InvalidLabelingConfig   a config Label Studio would reject or that breaks the rating contract
-    ├── StudyError              the study gateway cannot run as configured (study file, editor files)
-    ├── JudgeRefused            an LLM judge's endpoint refuses the requests (key, address, model)
-    └── LabelStudioError        a Label Studio call failed; carries project/task ids when known
-        ├── ProjectNotFound     --project named no project on the server
-        └── ImportOutcomeUnknown  an import request failed after the server may have saved it
+    ├── InvalidRubric, InvalidInput (every Problem), UnknownFormat, InvalidLabelingConfig
+    ├── StudyError (the gateway cannot run as configured), JudgeRefused
+    └── LabelStudioError (project/task ids)
+        ├── ProjectNotFound, ImportOutcomeUnknown
 
-Errors from label-studio-sdk and HTTP are mapped to ``LabelStudioError`` at the client
-boundary (``sotopia_ls.client``) and chained with ``from``.
+SDK and HTTP errors become ``LabelStudioError`` at the client boundary, chained with ``from``.
 """
 
 from __future__ import annotations

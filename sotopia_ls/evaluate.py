@@ -1,18 +1,9 @@
-"""An LLM judge's evaluation of every episode of a project that has none by that model.
+"""An LLM judge's evaluation of every episode of a project that has none by that model, kept
+in the task's ``meta`` under ``sotopia_judges`` where no annotator sees it.
 
-``evaluate_project`` asks the judge (``sotopia_ls.judge``: Sotopia's evaluation prompt, the
-rubric's ranges) about each task whose ``meta`` holds no evaluation by the judge's model, and
-keeps each answer in the task's ``meta`` under ``sotopia_judges`` (``{model: evaluation}``,
-beside the importer's ``sotopia_evaluation``), where the export and the pre-annotation
-backend read model evaluations and no annotator sees them. Running it again with another
-model adds a second judge; running it again with the same model asks only for what is
-missing.
-
-Requests run on ``workers`` threads; evaluations are written to Label Studio in batches as
-they come, so an interrupted or refused run keeps every answer it got, and stops asking at
-once: requests not yet sent are dropped, and those waiting to retry give up. A task whose
-answers were all unusable (malformed, a score out of range, a reasoning over the judge's
-bound, no answer) is reported with its episode and the reasons, never stored. One run per project at a time: a task's meta is replaced whole.
+Answers are written in batches as they come, so an interrupted run keeps what it got; an
+unusable answer is reported, never stored. One run per project at a time: a task's meta is
+replaced whole.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The package's optional parts (its extras), and the one way a command asks for one.
 
-A command that needs an extra calls ``require_extra`` before it does anything; when a module
-of the extra is missing, the user reads one line naming the install command, never an import
-traceback from deep inside the work. What each extra installs is read from the installed
-package's metadata (pyproject.toml), so this module never restates the extras; the one thing
-pyproject.toml cannot say, a library installed without its dependencies after an extra
-(``NO_DEPS``), is said here, and scripts/setup installs it from here.
+``require_extra`` turns a missing module into one line naming the install command, never a
+traceback. What each extra installs is read from the package's metadata, so only what
+pyproject.toml cannot say, a library installed without its dependencies (``NO_DEPS``), is here.
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """An LLM judge: Sotopia's evaluation prompt for one task, and the evaluation in the answer.
 
-The prompt is Sotopia's own (sotopia-lab/sotopia, ``sotopia/envs/evaluators.py``,
-``ReachGoalLLMEvaluator``, the evaluator of Sotopia's episodes and of its human study): the
-history as Sotopia's environment writes it (``ScriptBackground.to_natural_language``: "Here is
-the context of this interaction", scenario, participants, each one's background with their
-secrets, each one's goal; then ``Turn #n`` and each action as ``AgentAction`` words it, turns
-where an agent did nothing left out as the evaluator leaves them out), then the evaluator's
-template: "Based on previous interactions, evaluate how well participants achieve their
-goals.", the instruction naming the agents' keys (Sotopia's later ``EpisodeLLMEvaluator``), and
-"Please follow the format:" with the JSON schema of the answer, worded as the
-``PydanticOutputParser`` Sotopia uses words it: ``agent_1_evaluation`` and
-``agent_2_evaluation``, each a ``[reasoning, score]`` pair per dimension. Two things are ours:
-the dimensions, their descriptions and their ranges are the rubric's (``rubric.json``: Sotopia's
-human-evaluation guidance), so a custom rubric is judged on its own dimensions; and a
-background is the profile the annotators read, not Sotopia's generated sentence.
-
-    JudgeError            the task gets no evaluation; the message says why
-    ├── Unjudgeable       the task data lacks what the prompt needs
-    └── NoValidAnswer     every attempt's answer was unusable (malformed, out of range, no
-                          answer); ``reasons`` holds one line per attempt
-
-``chat.EndpointRefused`` passes through: it is about the endpoint, not the task. This module
-and ``chat`` import no Label Studio library: the pre-annotation backend and ``sotopia-ls
-evaluate`` share them.
+The prompt is Sotopia's own, on the rubric's dimensions (docs/internals.md, "The judge's
+prompt"). ``JudgeError`` means the task gets no evaluation: ``Unjudgeable`` (the data lacks
+what the prompt needs) or ``NoValidAnswer`` (every attempt unusable; ``reasons``).
+``chat.EndpointRefused`` passes through. No Label Studio library is imported here.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""One HTTP discipline for every remote service the package asks (Prolific's API, an LLM's
-chat endpoint), built on ``requests``:
+"""One HTTP discipline for every remote service the package asks (Prolific's API, an LLM's chat
+endpoint), built on ``requests``: no redirect followed, one deadline per request, answers
+bounded, passing failures retried (docs/internals.md, "Remote services").
 
-- no redirect is followed: the address given is the one that answers, or the request fails
-  naming the host the redirect pointed to (a redirect must not carry a token, or an action
-  recorded as sent, elsewhere);
-- each request has one deadline for all of it, connection, headers and body: at the deadline
-  its sockets are shut, so a server sending a byte every few seconds (which a per-read timeout
-  never cuts) is cut there;
-- an answer is read up to ``max_bytes`` and no further;
-- a request that failed for a passing reason (no connection, the deadline, an answer cut off,
-  HTTP 408, 429 or 5xx) is sent again at most ``retries`` times, ``retries + 1`` requests in
-  all, after a wait that doubles from ``backoff`` (or the server's ``Retry-After`` in seconds),
-  never over a minute; a caller's ``stop`` event ends the wait and the retries.
-
-    RemoteError          no usable answer; the message names the service, never a credential
-    ├── Unsendable       the request cannot be made (no http(s) address, a header none carries)
-    ├── Redirected       the answer was a redirect (HTTP 3xx), not followed
-    ├── TooLarge         the answer is longer than ``max_bytes``: reading stopped there
-    └── Unavailable      still a passing failure after the retries
+    RemoteError   no usable answer; the message never names a credential
+    ├── Unsendable, Redirected, TooLarge, Unavailable
 
 Any other answer, a 4xx refusal included, is the caller's to read (``Answer``).
 """

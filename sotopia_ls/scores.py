@@ -1,16 +1,9 @@
 """The one score model: per agent, a ``(reasoning, score)`` pair for every rubric dimension.
 
-``AgentScores`` is built from the rubric, one field per dimension, like sotopia's
-``SotopiaDimensions``; each score is a strict integer that ``Dimension.check`` keeps inside its
-range. A field is ``None`` where a stored evaluation lacks the dimension: such a gap is kept and
-reported (``Evaluation.gaps``), never a reason to refuse the episode. ``Evaluation`` is both
-agents' scores and who gave them: a stored model evaluation, a backend's judgement, or (in its
-flat form) an annotator's ratings.
-
-The flat form is ``{rating_name(key, agent): score, reasoning_name(key, agent): text}``: the
-field names of Sotopia's oTree study, which are also the labeling config's control names and
-the exports' columns. ``sotopia_ls.labelstudio.results`` turns Label Studio results into it and
-back.
+``AgentScores`` has one field per dimension, kept in range by ``Dimension.check``; ``None`` is
+a gap of a stored evaluation, kept and reported. The flat form,
+``{rating_name(key, agent): score, reasoning_name(key, agent): text}``, uses Sotopia's oTree
+field names, which are also the config's control names and the exports' columns.
 """
 
 from __future__ import annotations

@@ -1,33 +1,9 @@
 """What a rationale may hold, and when it is blank: one rule for the study gateway, the
-importer's stored evaluations, an LLM judge's answers and the exporter (``scores.AgentScores``
-applies it to every reasoning it holds).
+importer's stored evaluations, an LLM judge's answers and the exporter.
 
-Why one rule: a participant told "saved" must have given a text that Label Studio can store
-and that the exporter keeps. Were the three to judge texts differently, an acknowledged
-rating could be refused by Label Studio's database for ever, or dropped from the data.
-
-- ``cleaned`` removes control characters (Unicode category Cc) other than tab, line feed
-  and carriage return, and lone surrogates (Cs). PostgreSQL refuses NUL in ``text`` and
-  ``jsonb``, and lone surrogates are no valid UTF-8 (JSON and PostgreSQL refuse them), so a
-  Label Studio on PostgreSQL would refuse every save of such a text. They are removed rather
-  than refused: none of them shows on screen or means anything in a rationale (they come in
-  with pasted text), so a participant asked to take them out could not find them, and removing
-  them changes nothing anyone can read.
-- ``is_blank``: nothing is left once every whitespace (Zs, Zl, Zp), control (Cc), format
-  character (Cf: zero-width space U+200B, word joiner U+2060, byte order mark U+FEFF,
-  direction marks, ...), combining mark (Mn, Me: with no letter to sit on, they carry no
-  text) and Hangul filler (letters by category, drawn as nothing) is set aside. Inside a text
-  with anything else they are kept: an emoji's zero-width joiner, an accent, a direction mark
-  in Arabic. A blank rationale is refused by the gateway and reported by the exporter, and
-  an importer's stored evaluation holds it as no rationale ("").
-- ``visible_length``: how long a text reads: the characters ``is_blank`` sets aside do not
-  count, except that a run of whitespace between words counts as one space. Prolific's
-  100-character minimum for a rejection message is checked with it, so a message of
-  zero-width spaces, or of a few words padded with spaces, is refused before it is sent.
-
-``usable`` applies both: the text as kept, or None when blank. Its first test is one C-level
-pass that settles the usual rationale (printable, starting with a visible ASCII character);
-only other texts take the per-character rule, since the exporter reads millions of them.
+``cleaned`` removes invisible characters no database can store, ``is_blank`` says whether
+anything visible is left, ``visible_length`` how long the text reads, ``usable`` applies both.
+README.md ("What a rationale may hold") gives the rule; docs/internals.md says why it is one.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ the annotator's screen."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import click
@@ -103,3 +105,25 @@ def test_every_dimension_carries_guidance_and_examples(dimension):
 ])
 def test_readme_keeps_the_sections_researchers_rely_on(section):
     assert section in README
+
+
+# A module docstring says in a few lines what the module holds and why; longer explanations
+# live once in README.md or docs/, where a docstring may point.
+MOST_DOCSTRING_LINES = 10
+
+
+@pytest.mark.parametrize("folder", ["sotopia_ls", "benchmarks"])
+def test_module_docstrings_are_short_and_point_at_docs_that_exist(folder):
+    too_long, missing = [], []
+    for path in sorted((REPO / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstring = ast.get_docstring(tree, clean=False)
+        if docstring is None:
+            continue
+        name = path.relative_to(REPO)
+        if tree.body[0].end_lineno - tree.body[0].lineno + 1 > MOST_DOCSTRING_LINES:
+            too_long.append(str(name))
+        missing += [f"{name}: {page}" for page in re.findall(r"docs/[\w-]+\.md", docstring)
+                    if not (REPO / page).is_file()]
+    assert not too_long, f"module docstrings over {MOST_DOCSTRING_LINES} lines: {too_long}"
+    assert not missing, f"docstrings name docs pages that do not exist: {missing}"

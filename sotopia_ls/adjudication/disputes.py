@@ -1,12 +1,6 @@
-"""Which episodes the raters disagree on: the ratings of ``scores_long``, episode by episode.
-
-Raters of an episode get pseudonyms made for it, ``A``, ``B``, ``C`` … in the order of their
-annotations, so the adjudicator sees neither an email, a Prolific id nor the export's
-``annotator-<user id>``, and cannot follow one rater from episode to episode. A dimension
-and agent is *disputed* when its ratings differ by more than the threshold (highest less
-lowest: ``scores.scores_disagree``, the rule a study's adaptive extra raters follow too); the
-adjudication project's task meta keeps what was disputed (``Disputes``) and which annotation
-each pseudonym stands for.
+"""Which episodes the raters disagree on: the ratings of ``scores_long``, episode by episode,
+under pseudonyms made for each episode (``A``, ``B``, ``C`` …) so the adjudicator cannot follow
+a rater. The rule is ``scores.scores_disagree``, the one adaptive extra raters follow too.
 """
 
 from __future__ import annotations

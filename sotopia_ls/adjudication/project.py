@@ -1,16 +1,8 @@
 """``adjudicate``: the study project's disputed episodes into an adjudication project.
 
-The study project is read as the exporter reads it (``export_project``: every annotation
-validated, ``scores_long``), so an annotation the export refuses is not adjudicated either.
-The adjudication project is found by its title, or created with the adjudication screen
-(``screen``); each disputed episode becomes one task there, holding the study task's data
-(the episode), the screen's blocks and, in its meta, the disputes (``disputes.Disputes``).
-Gold episodes (a study's hidden checks, rated by any number of participants against a
-reference) are not adjudicated. An episode already in the project from this study project is
-not sent again, so a rerun adds only episodes disputed since; the project never gets a second
-task for an episode of a study project, and may hold several study projects' episodes. One
-sent whose raters have changed since (an extra rater an adaptive study added later) is
-reported: its task shows the ratings as they were sent.
+The study project is read as the exporter reads it, so what the export refuses is not
+adjudicated; each disputed episode (never a gold one) becomes one task, once, so a rerun adds
+only what was disputed since (README.md, "sotopia-ls adjudicate").
 """
 
 from __future__ import annotations

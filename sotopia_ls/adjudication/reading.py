@@ -1,21 +1,8 @@
 """The adjudication project's annotations → ``adjudicated_scores.csv``, validated.
 
-One row per adjudicated rating (``ADJUDICATED_COLUMNS``): the episode, agent and dimension,
-the adjudicated score and the adjudicator's note, and the raw scores it settled (each rater's
-score and annotation id, as JSON, so the row joins back to ``scores_long``). The raw scores
-themselves are never changed: this is a file of its own.
-
-Each annotation is checked as every rating is (``labelstudio.results``): for each disputed
-rating of its task, one adjudicated score inside the dimension's range and a note that is not
-blank; nothing for a rating the raters agreed on. An annotation that fails is refused whole,
-each of its faults one ``Problem`` naming the task, the annotation and the control. Skipped
-(cancelled) annotations are not adjudications and are passed over.
-
-Only the tasks sent from the exported study project are read (``Disputes.study_project``):
-an adjudication project may hold several studies' episodes.
-
-``with_adjudicated`` puts the adjudicated scores into a ``scores_long`` frame, for a report
-that reads them instead of the raw ones.
+Each row is one adjudicated rating with the raw scores it settled, which are never changed.
+An annotation with a fault is refused whole, each fault one ``Problem``; ``with_adjudicated``
+puts the adjudicated scores into a ``scores_long`` frame for a report.
 """
 
 from __future__ import annotations

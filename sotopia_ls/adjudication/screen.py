@@ -1,21 +1,8 @@
 """The adjudicator's screen: the adjudication project's labeling config and each task's data.
 
-The config is built from the rubric (``sotopia_ls.dimensions``) by ``config.episode_screen``,
-so the episode reads as it did for the raters. Beside it, one block per dimension and agent:
-a line saying whether the raters agreed or disagreed, a table of each rater's score and
-rationale side by side (rater A, B, C: pseudonyms made for the episode), and, only where they
-disagreed, the adjudicated rating and a note.
-
-Label Studio's config is one per project, and which dimensions are disputed changes from task
-to task, so the rating is a ``Choices`` whose options come from the task
-(``value="$…"``): a disputed dimension's task data lists its range, an agreed one's lists
-nothing, and no option is drawn. The note appears once a rating is picked. Neither control
-is ``required`` (Label Studio would then demand an answer where nothing is asked); the export
-checks that every disputed dimension has both (``sotopia_ls.adjudication.reading``).
-
-Everything a rater or an episode wrote reaches the screen as data: the tables are HTML made
-here with every such string escaped (``html.escape``), shown by ``HyperText``; the episode
-goes through ``Text`` and ``Paragraphs`` as in the rating screen.
+The episode reads as it did for the raters; beside it, per dimension and agent, the raters'
+scores and rationales (escaped HTML) and, only where they disagree, a rating whose options come
+from the task, since Label Studio has one config per project and the disputes change per task.
 """
 
 from __future__ import annotations

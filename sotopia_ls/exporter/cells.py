@@ -1,10 +1,6 @@
-"""CSV cells a spreadsheet would evaluate, neutralized.
-
-A cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read by
-Excel, LibreOffice and Google Sheets as a formula (``=HYPERLINK(…)``, ``=cmd|' /C calc'!A0``),
-and rationales, episode text and annotator names are written by other people. Such a cell gets
-a leading ``'``, which spreadsheets show as text. Only text columns change; numbers stay
-numbers, and the JSONL and Parquet outputs keep the raw text.
+"""CSV cells a spreadsheet would evaluate, neutralized: a text cell starting like a formula gets
+a leading ``'`` (README.md, "Spreadsheets"). Numbers stay numbers, and the JSONL and Parquet
+outputs keep the raw text.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""A Label Studio JSON export (one top-level list of tasks) → chunks of whole tasks.
+"""A Label Studio JSON export (one top-level list of tasks) → chunks of whole tasks, each a
+complete JSON array that decodes on its own in another process while the next is read.
 
-Each chunk is a complete JSON array of consecutive tasks, so it can be decoded on its own, in
-another process, while the next is still being read. Task ends are found with numpy: the brace
-depth counted outside strings, where an unescaped quote opens or closes a string and a quote
-is escaped when an odd run of backslashes precedes it.
-
-Counting over a whole block costs more than decoding it, so only the block's tail is counted,
-under both guesses of whether it starts inside a string, and a cut is kept only when the chunk
-before it decodes as a complete JSON array (msgspec skims it without building anything). Only
-a task longer than that tail needs the count over the whole block.
+How task ends are found cheaply is in docs/internals.md, "Reading an export".
 """
 
 from __future__ import annotations

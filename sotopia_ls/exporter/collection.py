@@ -1,13 +1,7 @@
 """Collect, in the parent: the parts of every chunk joined in input order into a
-``Collection``, then settled once every chunk is in.
-
-What only the whole export shows is settled here: an episode found in several tasks (two
-imports that ran at once, a task copied by hand), and an annotator who rated such an episode
-in more than one of its tasks, whose earlier ratings are refused so that an annotator counts
-once per episode (``Repeats``: which rows the writers drop and which ``episodes.jsonl``
-aggregates at its end). The collection also holds the tallies, the refused annotations, the
-audit's findings, the episodes' model rows, the annotator identities, the study review's
-decisions counted and the summary.
+``Collection``, then settled once every chunk is in: what only the whole export shows (an
+episode in several tasks, an annotator counted once per episode), the tallies, the audit and
+the summary.
 """
 
 from __future__ import annotations
@@ -130,7 +124,7 @@ class Collection:
         }
 
     def table(self) -> pa.Table:
-        """One row per exported annotation: identifiers, timing and the 28 oTree fields."""
+        """One row per exported annotation: identifiers, timing and the oTree fields."""
         import pyarrow as pa
 
         self.tables = [pa.concat_tables(self.tables or [annotation_table([])])]

@@ -1,10 +1,5 @@
-"""Encode: a validated chunk → its share of each output file, as bytes.
-
-A pure function of the ``Part`` (it runs in the worker that validated the chunk): the lines of
-the four JSONL files, the rows of the two CSV tables, and the chunk's ``scores_long`` rows as
-Arrow for the Parquet file, which only a single writer can assemble. The shapes themselves
-live in ``shapes`` (Sotopia's records of the annotations), ``episode_logs`` (Sotopia's record of
-each episode, made once per episode) and ``tables`` (the score tables).
+"""Encode: a validated chunk → its share of each output file, as bytes, in the worker that
+validated it. The records' shapes live in ``shapes``, ``episode_logs`` and ``tables``.
 """
 
 from __future__ import annotations

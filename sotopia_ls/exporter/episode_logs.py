@@ -1,23 +1,8 @@
 """Sotopia ``EpisodeLog`` records of the exported episodes, rebuilt from their task data.
 
-What the importer parsed into the task (scenario, both agents, the turns, tag, models) is
-written back as Sotopia's ``arun_one_episode`` writes an episode, so Sotopia loads it and
-``map_human_annotations_to_episode_logs`` finds the episode each annotation is about, whatever
-the episode's input format was; the ``episodelog`` importer reads it back as the same episode.
-
-- ``messages``: turn 0 opens with each agent's view of the context (its own secret, the other's
-  goal ``Unknown``), as ``Environment → agent``; every turn then holds both agents' actions,
-  ``agent → Environment``, the one who acted and ``did nothing`` for the other; each later turn
-  opens with the previous action told to both agents (``Turn #N: …``), and the last turn is
-  that alone.
-- ``environment``: the id the source file gave (oTree and EpisodeLog files carry Sotopia's);
-  else one derived from the scenario and the goals, ``environment-<digest>``.
-- ``agents``: derived from each agent's name and profile, ``agent-<digest>``, so a person has
-  one id in every episode and export: an oTree file names no agent ids, and the importer keeps
-  none.
-- ``rewards`` ``0`` per agent and an empty ``reasoning``: what Sotopia writes for an episode no
-  evaluator rated. The human ratings are the annotations; a model's are in
-  ``model_scores.csv``.
+Written as Sotopia's ``arun_one_episode`` writes an episode, so Sotopia loads it and maps each
+annotation to its episode whatever the input format was; ids derived from content keep one
+agent one id across exports. Rewards are 0: the human ratings are the annotations.
 """
 
 from __future__ import annotations

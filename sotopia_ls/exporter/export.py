@@ -1,20 +1,9 @@
 """Annotations → every output file: read → validate → encode → write.
 
-``export_file`` reads a Label Studio JSON export file, ``export_project`` a live project (saved
-from an export snapshot first). Both run the same pipeline:
-
-1. read: the file is cut into chunks of whole tasks (``chunks``);
-2. validate and encode: each chunk in the worker pool, in order (``parallel``: ``validate``,
-   then ``encode``);
-3. write: one writer per output file (``write.Outputs``), in a staging folder that replaces
-   ``out_dir`` as one unit when every file is complete (``sotopia_ls.folders``), while the
-   parent collects what the parts account for (``collection``).
-
-The input is read once. An episode found in several tasks (two imports that ran at once, a
-task copied by hand) is settled when every chunk is in (``Collection.settle``): an annotator
-counts once per episode, and the files already written are rewritten from the staging folder
-(``rewrite``) so that ``episodes.jsonl`` aggregates the episode whole. The protocol record
-(``protocol``) is written last, into the same staging folder.
+``export_file`` reads a Label Studio JSON export file, ``export_project`` a live project's
+snapshot; both cut it into chunks, validate and encode them in worker processes, and write into
+a staging folder that replaces ``out_dir`` whole. The input is read once; episodes found in
+several tasks are settled at the end (``collection``, ``rewrite``).
 """
 
 from __future__ import annotations
@@ -226,22 +215,12 @@ def export_project(
 ) -> ExportResult:
     """Validate and export every annotation of a live project (given by id or exact title).
 
-    Annotators are named by the pseudonym ``annotator-<user id>``, their emails kept in the
-    private ``annotator_identities.csv``; ``keep_identities`` names them by email instead.
-    ``with_predictions`` also fetches the project's predictions, the model scores of tasks
-    that carry no stored evaluation (e.g. judgements of a pre-annotation backend).
-    ``raw_csv`` leaves CSV cells a spreadsheet would evaluate as they are. Each annotation
-    carries the study review's decision from its task's meta (``review_decision``);
-    ``exclude_rejected`` leaves out those marked reject, counted in ``tally.excluded``.
-    ``studies`` are the study side's protocol records (``sotopia_ls.study.protocol``), merged
-    into ``protocol.json``; ``time_on_task``
-    (``sotopia_ls.study.screening.timing.annotation_times``) gives the annotations made through
-    a study's gateway their time-on-task columns
-    (``tables.TIME_COLUMNS``). ``adjudication`` (an adjudication project's id or title,
-    ``sotopia_ls.adjudication``) adds its adjudicated ratings in their own files
-    (``adjudicated_scores.csv``, ``adjudication_errors.jsonl``); the raw scores are the same
-    with or without it. ``reading`` sets the worker processes and chunk size; ``progress``
-    shows a bar.
+    The keywords match the ``sotopia-ls export`` options (README.md):
+    ``keep_identities`` names annotators by email, ``with_predictions`` reads predictions as
+    model scores, ``raw_csv`` leaves formula-like cells as they are, ``exclude_rejected``
+    leaves out what the review rejected, ``studies`` and ``time_on_task`` merge a study's
+    protocol and times (``sotopia_ls.study``), ``adjudication`` adds an adjudication project's
+    ratings in their own files; ``reading`` sets workers and chunk size.
     """
     target = find_project(client, project)
     adjudicated = (adjudicated_scores(client, adjudication, target.id)

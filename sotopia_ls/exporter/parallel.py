@@ -1,12 +1,8 @@
 """Chunks → validated and encoded parts, in worker processes, returned in input order.
 
-Validating and encoding are pure Python work on independent chunks, so they scale with
-processes, not threads. At most two chunks per worker are in flight, which bounds memory
-whatever the size of the export. An export that fits in one chunk is read in this process.
-
-A chunk's encoded pieces and its two Arrow tables (tens of megabytes) come back through
-shared memory (``_Slots``): pickled through the pool's pipe, they would cost the export more
-system time than all its writing.
+The work is pure Python on independent chunks, so it scales with processes; at most two chunks
+per worker are in flight, which bounds memory. Large results come back through shared memory
+(``_Slots``): pickled through the pool's pipe they would cost more than all the writing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The protocol record: what a paper's methods section needs, as ``protocol.json`` and a short
-``protocol.md`` in prose to start from.
-
-What the export itself knows (``export_protocol``): the annotations accounted for, raters per
-episode as observed (gold episodes, hidden checks rated by any number of participants,
-counted apart), the median minutes per episode from Label Studio's lead times, the study
-review's decisions by kind and the exclusions applied. Given the study side's records
-(``sotopia_ls.study.protocol``, read from a study file and the gateway's database), it holds
-those too. Counts and settings only: no annotator, participant, task or annotation id.
+``protocol.md`` in prose to start from; what the export knows, merged with the study side's
+records (``sotopia_ls.study.protocol``). Counts and settings only: no annotator, participant,
+task or annotation id.
 """
 
 from __future__ import annotations

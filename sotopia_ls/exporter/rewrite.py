@@ -1,15 +1,7 @@
 """Rewrite: the chunk files, once every chunk is in, as episodes found in several tasks want.
 
-The writers append each chunk's share as it comes (``write``), before anyone can know that an
-episode will turn up in another task further on. When one does (``collection.Repeats``), the
-staged files are copied once, in the staging folder, not the export read again:
-
-- the rows of refused repeats leave ``annotations.jsonl``, ``evaluations.jsonl``, both
-  ``scores_long`` files and ``scores_wide.csv``;
-- each such episode's ``episodes.jsonl`` lines (one per chunk it was in) give way to one line
-  at the end aggregating all its crowd annotations, rebuilt from their ``annotations.jsonl``
-  records;
-- its ``episode_logs.jsonl`` line moves to the end, once.
+Writers append before anyone knows an episode turns up again, so the staged files are copied
+once in the staging folder, not the export read again (docs/internals.md, "Reading an export").
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Exported annotations in the shapes Sotopia's own code reads.
-
-- ``annotation_records``: ``AnnotationForEpisode{pk, episode, annotator_id, rewards, reasoning}``
-  where ``rewards`` is, per agent, ``[overall, {a score per dimension…, "overall_score": overall}]`` and
-  ``reasoning`` is the evaluator-style text ``"Agent 1 comments:\\nbelievability: …"``.
-- ``evaluation_records``: per annotation, each agent's ``(reasoning, score)`` pairs as
-  ``agent_1_evaluation``/``agent_2_evaluation`` (``EvaluationForTwoAgents``, sotopia ≤ 0.1.4)
-  and ``evaluations: {agent_1, agent_2}`` (``EvaluationForAgents``, sotopia 0.1.5).
-- ``episode_records``: per episode, annotators aggregated as Sotopia's
-  ``map_human_annotations_to_episode_logs(aggregate=True)`` does: rewards averaged per agent,
-  reasonings joined with newlines.
-
-All are built from score rows (dicts, see ``records``), in the worker that validated them.
+"""Exported annotations in the shapes Sotopia's own code reads: ``AnnotationForEpisode``
+records, per-annotation evaluations in both Sotopia releases' shapes, and per-episode records
+aggregated as ``map_human_annotations_to_episode_logs(aggregate=True)`` does. All are built
+from score rows, in the worker that validated them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Score tables: ``scores_long`` (one row per score) and ``scores_wide`` (the oTree CSV layout).
 
-``scores_wide`` has exactly the columns of the Sotopia oTree ``*_final.csv`` files: an unnamed
-first column (the row id; here the annotation id), ``model``, ``pk`` (episode id), ``data``
-(the episode as the oTree app showed it), ``prolific_id`` (the annotator), then
-``<key>_<N>`` and ``<key>_reasoning_<N>`` for agents 1 and 2. Scripts written for those files
-read it unchanged: the annotation-level columns it lacks (the review decision, whether a rating
-came from an added slot, timing) are ``scores_long``'s.
+``scores_wide`` has exactly the columns of Sotopia's oTree ``*_final.csv`` files, so scripts
+written for those read it unchanged; what they lack per annotation is ``scores_long``'s.
 """
 
 from __future__ import annotations

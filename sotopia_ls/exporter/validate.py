@@ -1,19 +1,8 @@
 """Validate, in a worker: one chunk of exported tasks → a ``Part``, every annotation counted
-and placed once.
+and placed once (a score row, or an error row per reason), with the marks its task's meta
+holds (review decision, added slot, gold) and its time on task.
 
-``validate_chunk`` decodes a chunk of whole tasks (``chunks``, ``wire``) and turns it into a
-``Part``: one flat score row per valid annotation (identifiers, timing and the flat form of
-``sotopia_ls.scores``, read by ``sotopia_ls.labelstudio.results``), an error row per reason an
-annotation was refused, each episode's model scores (every judge's evaluation kept in its
-task's meta, else its latest prediction), the audit's findings and the counts that account for
-every annotation (``accounting``). Each row carries the study review's decision on it, read
-from its task's meta (``tasks.REVIEW``) once per task; ``Settings.exclude_rejected`` leaves
-out those marked reject, counted as excluded. Each also says whether the study gateway marked
-it as rated on a slot adaptive extra raters added (``tasks.ADDED_SLOTS``), and whether its
-task is one of a study's gold episodes (``tasks.GOLD``); one made through a study's gateway
-carries its time on task (``Settings.time_on_task``). It is a pure function of the chunk and
-the ``Settings``: what needs every chunk (an annotator who rated an episode again in another
-task) is the parent's, in ``collection``.
+A pure function of the chunk and the ``Settings``: what needs every chunk is ``collection``'s.
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """Write: one writer per output file, in a staging folder, fed the encoded parts in order.
 
-    annotations.jsonl     Sotopia AnnotationForEpisode, one per annotation
-    evaluations.jsonl     per annotation, both agents' (reasoning, score) pairs
-    episodes.jsonl        per episode, annotators aggregated as Sotopia does
-    episode_logs.jsonl    per episode, Sotopia's EpisodeLog of it, from its task data
-    scores_long.csv/.parquet
-    scores_wide.csv       the oTree *_final.csv layout
-    model_scores.csv      the episodes' stored model evaluation, for the report
-    errors.jsonl          every refused annotation: task, annotation, annotator, field, reason
-    audit.jsonl           what a study should not have: edits by others, repeated annotators,
-                          more annotations than the overlap, episodes in several tasks
-    summary.json          the counts that account for every annotation, the audit's and the
-                          study review's decisions
-    protocol.json/.md     what a methods section needs (``protocol``), written by ``export``
-    annotator_identities.csv   pseudonym → identity (email): private (mode 0600), not to share
-    adjudicated_scores.csv, adjudication_errors.jsonl   with an adjudication project: its
-                          adjudicated ratings and refused adjudications (``adjudication``)
-
-The first six grow a chunk at a time (``Outputs.add``); the rest are written once every
-chunk is in (``Outputs.finish``), when an episode found in several tasks also has the first
-six rewritten (``rewrite``).
+The per-annotation files grow a chunk at a time (``Outputs.add``); the rest are written once
+every chunk is in (``Outputs.finish``). The files are listed in README.md's export table.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""The "Here is the context of this interaction" text Sotopia shows its agents and evaluator.
+"""The "Here is the context of this interaction" text Sotopia shows its agents and evaluator,
+parsed into scenario, participants, backgrounds, secrets and goals.
 
-oTree episodes carry it in ``rewards_prompt``, EpisodeLogs in each agent's first observation,
-and the released dumps carry its background sentences as ``agents_background``. Its shape::
-
-    Scenario: …
-    Participants: A and B
-    A's background: A is a 42-year-old female chef. She/her pronouns. <public info>
-        Personality and values description: <text> A's secrets: <secret>
-    B's background: …
-    A's goal: …                   ("Unknown" in the other agent's view)
-    B's goal: …
-    Conversation Starts:          (EpisodeLog) or the first "Turn #" line (evaluator prompt)
-
-Sections may span several lines, spacing and capitalisation vary, and a background may lack
-any of its parts (an agent does not see the other's secret).
+oTree episodes carry it in ``rewards_prompt``, EpisodeLogs in each agent's first observation;
+sections may span lines, spacing varies, and a background may lack any part.
 """
 
 from __future__ import annotations

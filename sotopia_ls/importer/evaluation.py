@@ -1,19 +1,8 @@
 """A stored Sotopia evaluation (``rewards`` + ``reasoning``) as ``sotopia_ls.scores.Evaluation``.
 
-``rewards`` holds one entry per agent, either ``[overall, {dimension: score, …,
-"overall_score": …}]`` (EpisodeLog, dumps) or ``{dimension: score, …}`` (2024 release). A bare
-number per agent is Sotopia's mark of a failed evaluation: the episode simply has none.
-Dimensions of the rubric that ``rewards`` lacks are gaps of the evaluation (kept, and reported
-by ``LoadResult.gaps``); dimensions the rubric does not have are ignored. ``reasoning`` is
-the evaluator's text (each dimension's part kept by the rationale rule that ``AgentScores``
-applies to every reasoning: a blank part is an empty rationale)::
-
-    Environment comments: …
-    Agent 1 comments:
-    believability: …
-    relationship: …
-    Agent 2 comments:
-    …
+``rewards`` comes in the shape of each Sotopia release; a bare number per agent marks a failed
+evaluation (none kept). Missing dimensions are gaps, kept and reported; ``reasoning`` is the
+evaluator's "Agent 1 comments:" text, split per dimension.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """The accepted formats: each one ``Format`` object in ``FORMATS``, the tuple the loader runs.
 
-A format is its name (the string itself: what ``--format`` takes and error messages list) plus
-what the loader asks of it, so the loader knows no format by name:
-
-- ``detects(keys)``: whether a record with these keys is of this format;
-- ``parse(record, file, label)``: the record as an ``Episode``, or a ``RecordError`` saying
-  why not;
-- ``group(parse, file)``: how one source's records become episodes: one each by default
-  (``OnePerRecord``); the oTree CSV folds its one row per annotator (``RowsByEpisode``);
-- ``readers``: file types only this format comes in (suffix → reader), beside the JSON, JSON
-  lines and CSV every format may come in (``sources.READERS``);
-- ``tried_last``: detected by a key other formats carry too, so tried after every other.
-
-Adding a format is a module with its parser and one ``Format`` in ``FORMATS`` (or, for one
-load, ``load_episodes(paths, formats=FORMATS + (mine,))``).
+A format is its name plus what the loader asks of it (``detects``, ``parse``, ``group``,
+``readers``, ``tried_last``), so the loader knows none by name; adding one is a module with its
+parser and one ``Format`` (README.md, "Input formats").
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Every call of the package to a Label Studio server, through label-studio-sdk.
 
-label-studio-sdk and HTTP errors are mapped to ``LabelStudioError`` (with the project id when
-known) in ``sdk_errors``, so callers above this module catch one exception tree. The API key is
-passed to the SDK and nowhere else: it is never part of a message.
-
-What the functions return is the package's own: ``Project``, ``Backend``, ``TaskCopy``,
-``TaskRecord``, ``InviteLinks``, plain ids and dicts, never an SDK object. ``Client`` names the
-SDK's client, so modules outside this folder hold and type one without importing the SDK.
+SDK and HTTP errors become ``LabelStudioError`` in ``sdk_errors``, the key is never part of a
+message, and what the functions return is the package's own (never an SDK object); ``Client``
+names the SDK's client, so modules outside this folder type one without importing the SDK.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Episodes → tasks in a Label Studio project: batched, and ending with one task per episode.
 
-Label Studio has no uniqueness constraint to lean on, so the push converges instead:
-
-1. It lists the project's episode ids and repairs what it finds: of several tasks of one
-   episode, the first one worked on (else the lowest id) stays; the other copies are deleted
-   when nobody has worked on them, and reported, never deleted, when somebody has.
-2. It sends the missing episodes in bulk requests of ``batch_size`` tasks. A request whose
-   outcome is unknown (the answer was lost) is never simply sent again: the project is listed
-   to see what was saved, and only the rest is sent.
-3. It counts the project's tasks. More than it added means that somebody else (a second import
-   of the same episodes, running at the same time) added tasks meanwhile; then it lists and
-   repairs again, so whichever import finishes last leaves one task per episode.
+Label Studio has no uniqueness constraint to lean on, so the push converges instead: it repairs
+copies, sends only what is missing, never blindly resends a request whose outcome is unknown,
+and repairs again when another import added tasks meanwhile (README.md, "sotopia-ls import").
 """
 
 from __future__ import annotations

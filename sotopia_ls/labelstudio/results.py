@@ -1,18 +1,9 @@
 """The score model ↔ Label Studio ``result`` lists, in both directions.
 
-A rating is a single-choice ``Choices`` control whose choice values are the integers of the
-range written as text (``"-3"``), because Label Studio's ``Rating`` tag cannot hold zero or
-negative values. A rationale is a ``TextArea``. Every control points at the dialogue.
-
-Writing: ``evaluation_results`` (an ``Evaluation`` → results, for predictions).
-Reading: ``read_results`` (results → the flat form of ``sotopia_ls.scores``, and the
-problems found). Label Studio checks none of the contents, so every rule lives here: each
-rating and rationale of the rubric present once, each rating a whole number that
-``Dimension.check`` accepts, each rationale non-empty. Results for controls outside the rubric
-are ignored: a project may add controls of its own.
-
-Results are decoded into msgspec structs (``Result``): an export holds millions of them, and
-the structs skip every field not read here.
+Label Studio checks none of the contents, so every rule lives here: each rating a ``Choices``
+whose values are the range's integers as text (``Rating`` cannot hold zero or negatives), each
+rationale a non-blank ``TextArea``. Results are decoded into msgspec structs: an export holds
+millions of them.
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """Episode → a Label Studio task: ``data`` (what the annotator sees) and ``meta`` (what not).
 
-The keys of ``episode_to_task`` are the ``$variables`` of the labeling config, so the two are
-written against each other: the names are ``sotopia_ls.config``'s (``DIALOGUE``,
-``agent_field``), below the Label Studio boundary, which creates projects with that config. Everything is
-plain text; Label Studio's ``Text`` and ``Paragraphs`` render it as text, never as markup, so
-episode content cannot run in the annotator's browser.
-
-The episode's stored model evaluation goes into the task's ``meta``, never its ``data``: the
-Data Manager shows every data field as a column to every annotator, and a model's scores in
-view anchor human judgement. Exports and the pre-annotation backend read ``meta``.
-
-A task's model evaluations, its *judges*, are kept by name: the stored evaluation
-(``sotopia_evaluation``, named by its evaluator) and those ``sotopia-ls evaluate`` adds under
-``sotopia_judges`` (``{model: evaluation}``), beside it so that the importer's field keeps its
-meaning. ``stored_judges`` reads both.
-
-A study's review marks its participants' annotations under ``sotopia_review``
-(``{"<annotation id>": decision}``, a decision one of ``REVIEW_DECISIONS``), so that an export
-made without the gateway's database still sees them. The study gateway marks the ratings
-that adaptive extra raters added (slots above k) under ``sotopia_added_slots``
-(``{"<annotation id>": slot number}``, an object like the review's, so that marking one is a
-merge that keeps the others and a repeated mark changes nothing).
-
-The study gateway marks its gold episodes (tasks with reference ratings, rated by any number
-of participants: hidden checks, not part of the sample) under ``sotopia_gold`` (``{"<study
-name>": true}``, an object so that a task gold in two studies keeps both marks), so that an
-export leaves them out of agreement and counts them apart.
+The data's keys are the labeling config's ``$variables``, all plain text. Model evaluations go
+into ``meta``, since the Data Manager shows every data field to annotators and a model's scores
+anchor them. The study's review, added-slot and gold marks are kept there too, each an object
+keyed by annotation or study, so that a new mark merges with the others.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The pre-annotation backend: a label-studio-ml 1.0.9 model serving Sotopia judgements.
 
-- ``model``     ``SotopiaJudge``, the ``LabelStudioMLBase`` model and its two providers
-- ``_wsgi``     the Flask app answering Label Studio's calls, run under waitress
-- ``commands``  ``sotopia-ls ml-backend`` (serve) and ``sotopia-ls connect`` (register)
-
-``model`` and ``_wsgi`` run in the backend's own environment (see README.md) and import only
-the pure-pydantic core of ``sotopia_ls``; ``commands`` runs beside label-studio-sdk. Nothing
-here imports across that line: this module, shared by both sides, needs only the standard
-library.
+``model`` and ``_wsgi`` run in the backend's own environment and import only the pure-pydantic
+core; ``commands`` runs beside label-studio-sdk. This module, shared by both, needs only the
+standard library.
 """
 
 import ipaddress

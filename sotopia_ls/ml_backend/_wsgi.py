@@ -1,31 +1,9 @@
 """The backend's WSGI app: the routes Label Studio calls, around ``SotopiaJudge``, under waitress.
 
-Start it with ``sotopia-ls ml-backend``, which runs ``python -m sotopia_ls.ml_backend._wsgi`` in
-the backend's environment. Settings come from the environment: ``SOTOPIA_LS_ML_HOST``
-(default 127.0.0.1), ``SOTOPIA_LS_ML_PORT`` (9090), ``SOTOPIA_LS_ML_THREADS`` (4),
-``SOTOPIA_LS_ML_MAX_BODY_MB`` (16), ``ML_SERVER_BASIC_AUTH_USER`` with
-``ML_SERVER_BASIC_AUTH_PASS`` (both or neither), ``LOG_LEVEL`` (INFO), and the model's own
-(``model.SotopiaJudge``).
-
-The app answers every route of label-studio-ml 1.0.9's Flask app (``label_studio_ml.api``),
-with the library's model manager and base class behind them, but it is not that app: the
-library answers unexpected input with 500s that carry a traceback in the body (its
-``exception_handler`` adds one to every error), crashes its JSON decoding on deeply nested
-bodies, starts a training process per /webhook event, and at DEBUG logs request bodies (/setup's
-holds the project owner's Label Studio token). Here:
-
-- Every POST body must be one JSON object, and /setup, /predict, /versions and /webhook bodies
-  are validated (pydantic); anything else gets 4xx with a short reason. Every answer, errors
-  included, is JSON; an unexpected error is logged and answered 500 without details.
-- Bodies over ``SOTOPIA_LS_ML_MAX_BODY_MB`` get 413, from Flask (``MAX_CONTENT_LENGTH``) and,
-  before anything is buffered, from waitress (``max_request_body_size``).
-- With basic auth configured, every route requires it, /webhook included; ``main`` refuses a
-  host other than loopback without it.
-- /predict builds the model from the labeling config in the request, under one lock: the
-  library keeps a single model in a class attribute that every server thread shares.
-- /webhook and /train acknowledge and discard: nothing here trains.
-- Each log record is one line: control characters in messages are escaped and tracebacks
-  indented, so text from a request cannot forge a record.
+It answers every route of label-studio-ml 1.0.9's Flask app but is not that app, whose errors
+carry tracebacks and whose logs hold tokens: here bodies are validated and bounded, every answer
+is JSON, basic auth guards every route and each log record is one line. Settings and safety:
+README.md and ml_backend/README.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """``SotopiaJudge``: predictions holding a rating and a rationale for every dimension of the
-rubric and both agents.
-
-Providers, chosen with ``SOTOPIA_LS_PROVIDER``:
-
-- ``stored`` (default): the model evaluations kept in the task's meta, one prediction per
-  judge (``sotopia_ls.labelstudio.tasks.stored_judges``: the importer's stored evaluation and
-  those ``sotopia-ls evaluate`` added); ``model_version`` is the judge's name. A task without
-  one gets none.
-- ``llm``: an OpenAI-compatible chat-completions endpoint judges the episode from Sotopia's
-  evaluation prompt (``sotopia_ls.judge``); ``model_version`` is the model.
-
-A prediction carries no ``score``: Label Studio reads a prediction's score as a confidence
-from 0 to 1 and shows it as a percentage, which a Sotopia overall score (-10 to 10) is not. A
-task that already holds a prediction of the same model version gets no second one, so asking
-again adds nothing. A task that cannot be judged gets no prediction and a logged reason; it
-never fails the batch.
-
-Control names and their ``to_name`` are read from the labeling config Label Studio sends; a
-config that breaks the rating contract (``sotopia_ls.config.check_labeling_config``) is
-refused. This module runs in the backend's own environment (label-studio-ml 1.0.9), so from
-``sotopia_ls`` it imports only the core that needs no label-studio-sdk.
+rubric and both agents, from the evaluations stored in the task's meta (``stored``) or an LLM
+judge (``llm``), chosen with ``SOTOPIA_LS_PROVIDER``. A prediction carries no ``score``
+(Label Studio shows it as a confidence). It runs in the backend's own environment, so it
+imports only the core that needs no label-studio-sdk.
 """
 
 from __future__ import annotations

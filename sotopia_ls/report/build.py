@@ -1,17 +1,8 @@
 """The reliability report: one self-contained HTML file plus its tables as CSV.
 
-The report is its sections (``sections.SECTIONS``, in page order): the annotation count
-reconciliation; study integrity; the study review's decisions (when an annotation carries
-one); agreement per dimension (interval α, ICC(1,1) and ICC(1,k) with bootstrap intervals, pair
-shares, κ, spread, near-constant flags); the same per model pair
-and per agent position; Sotopia-π's figures for comparison with that paper; Gwet's AC1 and AC2;
-human vs model, and the model against the spread between humans; qualification against
-reference ratings; per-annotator figures; then for every dimension the score distribution by
-annotator. Each measure is defined in the module that computes it (``agreement``,
-``sotopia_pi``, ``gwet``, ``comparison``) and summed up in its section's note.
-``build_report`` computes the sections, ``Report.write`` writes their tables and the page
-(``page``; plots from ``plots``, inlined as base64, so the file can be mailed or archived
-alone).
+The report is its sections (``sections.SECTIONS``, in page order); each measure is defined in
+the module that computes it. ``build_report`` computes them, ``Report.write`` writes the tables
+and the page, plots inlined so the file can be mailed or archived alone.
 """
 
 from __future__ import annotations

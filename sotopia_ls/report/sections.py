@@ -1,13 +1,6 @@
-"""The report's sections: each one object that says how it is computed, which earlier
-sections' results it reads, whether its result is written as a table, how it is shown and its
-note; ``SECTIONS`` lists them in page order.
-
-``build_report`` computes them in that order, ``Report.write`` writes their tables and the page
-shows them in that order; none of those loops knows a section by name, and a section reads no
-other section's result but those it names in ``needs`` (``check_needs`` refuses a list where
-one of them is missing or comes later). A report statistic is one ``Section`` added to
-``SECTIONS`` (and its compute function, in the module that defines the measure):
-``build_report(..., sections=SECTIONS + (mine,))`` adds one for a single report.
+"""The report's sections: each one object that says how it is computed, which earlier sections'
+results it reads (``needs``), its table, how it is shown and its note; ``SECTIONS`` lists them
+in page order, and no loop knows one by name (README.md, "Sections").
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
-"""Inter-annotator agreement per dimension, over episode × agent units, pooled and broken down.
+"""Inter-annotator agreement per dimension, over episode × agent units, pooled
+(``agreement_table``) and per model pair and agent position (``agreement_breakdown``).
 
-For each dimension, over the units rated by at least two annotators, using every rating of a
-unit whatever their number (formulas in ``reliability``):
-
-- ``alpha``: Krippendorff's α, interval level (``krippendorff``): the headline figure;
-- ``icc1`` / ``icc1k``: one-way random ICC(1,1), the reliability of one annotator's score, and
-  ICC(1,k), the reliability of the mean of ``icc_k0`` annotators (k₀: the unbalanced design's
-  average raters per unit), which is what the human-vs-model comparison uses;
-- ``*_ci_low`` / ``*_ci_high``: 95% percentile bootstrap interval, resampling episodes (both
-  agents of an episode together), with ``bootstrap_resamples`` and ``bootstrap_seed``;
-- ``pairs_exact`` / ``pairs_within_2``: the share of rater pairs on a unit giving the same raw
-  score / raw scores at most 2 apart, averaged over units;
-- ``randolph_kappa_rubric_binary``: Randolph's free-marginal κ on a rubric-scaled
-  binarization, code = round(score / max|rubric range|) (half to even), with every code the
-  rubric allows as a category (2, or 3 on a scale centred on 0);
-- ``pi_*``: Sotopia-π's pairwise agreement, "α" and κ, computed as its script does (see
-  ``sotopia_pi``): only for comparison with that paper;
-- spread: standard deviation of all ratings and the share of the most common score.
-  ``low_variance`` marks a near-constant dimension (modal share ≥ 0.9, or α undefined): there
-  α is near zero or undefined however well annotators agree, and κ and the pair shares are
-  near 1 because there is nothing to disagree about; none of them measures agreement.
-
-``agreement_breakdown`` gives the same table per model pair (``source_tag``, else ``models``)
-and per agent position.
+The columns (α, ICC, pair shares, κ, spread, the ``pi_*`` figures) are defined in README.md's
+``agreement.csv`` row; the formulas are in ``reliability``.
 """
 
 from __future__ import annotations

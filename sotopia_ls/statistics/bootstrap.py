@@ -1,17 +1,8 @@
 """Percentile bootstrap intervals that resample episodes, and the weighted statistics they use.
 
-Both agents of an episode are rated from the same conversation, usually by the same annotators,
-so the two units of an episode are not independent: a resample draws *episodes* with
-replacement and every unit of a drawn episode comes along. A resample is held as weights (how
-often each episode was drawn), so a statistic written as a weighted sum over episodes is
-evaluated for a thousand resamples in a few matrix products instead of a thousand data frames:
-``Draw.totals`` sums per-row columns within each episode, then weighs the episodes of every
-resample in one product.
-Each weighted statistic here equals the plain statistic on the resampled data with every drawn
-copy of an episode as a distinct episode (the tests check this against the libraries).
-
-``Bootstrap(resamples, seed)`` is recorded next to every interval: the same seed, data and
-number of resamples give the same intervals.
+Both agents of an episode come from one conversation, so episodes are drawn, not units. A
+resample is held as episode weights (``Draw``), so a thousand cost a few matrix products; the
+same seed, data and number of resamples give the same intervals.
 """
 
 from __future__ import annotations

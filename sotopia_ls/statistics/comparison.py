@@ -1,27 +1,7 @@
-"""Human scores against the model's, against reference ratings, and against each other.
-
-Each model comparison is made per judge (``evaluator``: each model whose evaluations the
-export holds, e.g. the stored evaluation's gpt-4 and the models ``sotopia-ls evaluate`` asked),
-on the episodes that judge evaluated: which judge agrees with people is the question.
-
-- ``human_vs_model``: per judge, dimension and overall, annotator-averaged human scores against
-  the judge's evaluation, both agents pooled, as Sotopia's
-  ``examples/benchmark_evaluator.py`` pairs them: Pearson and Spearman (with p-values and 95%
-  bootstrap intervals resampling episodes), MSE, and mean bias (human − model).
-- ``model_vs_human_noise``: is the model as close to the humans as one more human would be?
-  On units with two annotators or more, each annotator in turn is held out and the mean of
-  the unit's *other* annotators is the target; the held-out human and the model are compared
-  with the same target. ``human_human_r`` / ``model_human_r`` are Pearson's r with that target
-  (over unit × held-out annotator rows), ``human_human_mad`` / ``model_human_mad`` the mean
-  absolute distance from it; ``*_difference`` = model − human, with bootstrap intervals. The
-  ``verdict`` reads the distance difference's interval: "closer than a human" (wholly below
-  0), "as close as a human" (contains 0) or "farther than a human" (wholly above 0).
-- ``model_coverage``: per dimension, the units rated and how many of them a judge evaluated.
-- ``qualification``: each annotator against reference ratings; an annotator passes when every
-  score on every reference unit is within ±2 of the reference (the rule of Sotopia-π's pilot
-  study).
-- ``annotator_table``: per annotator, annotation count, median time, and mean absolute
-  difference from the other annotators of the same units.
+"""Human scores against each judge's, against reference ratings, and against each other:
+``human_vs_model``, ``model_vs_human_noise`` (is the model as close as one more human?),
+``model_coverage``, ``qualification`` and ``annotator_table``. Each is made per judge on the
+episodes it evaluated; the columns are defined in README.md's report table.
 """
 
 from __future__ import annotations

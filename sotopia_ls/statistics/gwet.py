@@ -1,24 +1,8 @@
 """Gwet's AC1 and AC2 per dimension, computed by irrCAC, with the episode bootstrap of α.
 
-On a scale where nearly every rating sits at one end (Sotopia's secret and social rules, at
-0), the disagreement Krippendorff's α expects by chance is tiny, so α falls towards zero or
-below however often annotators agree: Sotopia-π binarized its scores to get a usable α.
-Gwet's chance agreement, Σ πₖ(1 − πₖ) over the categories' shares πₖ (scaled by the weights),
-shrinks as the ratings concentrate, so his coefficients stay readable on such a scale.
-
-Per dimension, over the units (episode × agent) with two ratings or more, every rating of a
-unit used, and every score the rubric allows as a category (one no annotator gave still counts
-in the number of categories and in the weights):
-
-- ``ac1``: Gwet's AC1, identity weights: only the same score agrees;
-- ``ac2``: Gwet's AC2, irrCAC's ordinal weights: scores a few ranks apart agree in part;
-- ``*_ci_low`` / ``*_ci_high``: 95% percentile bootstrap intervals from the resamples of the
-  episodes α's intervals use (``bootstrap``).
-
-The estimates come from ``irrCAC.raw.CAC(...).gwet()``. A resample is evaluated as weighted
-sums over episodes (``resampled_coefficients``, the formula of that method), which equal the
-library's figure on the resampled data (a test checks this): a thousand resamples cost a few
-matrix products instead of a thousand library calls.
+They stay readable where ratings crowd one end of the scale, which α does not (README.md,
+"Gwet's AC1 and AC2"). A resample is evaluated as weighted sums over episodes, equal to the
+library's figure (a test checks this), so a thousand resamples cost a few matrix products.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The formulas behind the agreement figures, as pure functions of one dimension's ratings.
 
-A *unit* is one agent of one episode; only units rated by two annotators or more carry
-agreement. Every formula here uses every rating of such a unit, whatever their number:
-
-- ``pair_gaps``: |a − b| for every pair of ratings on a unit (the input of pair shares);
-- ``randolph_kappa``: Randolph's free-marginal multirater κ with each unit's own rater count;
-- ``episode_sums`` / ``alpha_and_icc``: Krippendorff's interval α and the one-way ICC(1,1) and
-  ICC(1,k) from per-episode sums, so that a bootstrap resample (episode weights) costs one
-  matrix product. ICC uses the one-way ANOVA of an unbalanced design: with nᵢ ratings on unit
-  i, N = Σnᵢ over n units, MSB = Σnᵢ(ȳᵢ − ȳ)²/(n − 1), MSW = ΣΣ(y − ȳᵢ)²/(N − n) and
-  k₀ = (N − Σnᵢ²/N)/(n − 1); ICC(1,1) = (MSB − MSW)/(MSB + (k₀ − 1)MSW) and
-  ICC(1,k) = (MSB − MSW)/MSB, the reliability of the mean of k₀ raters. With the same k
-  on every unit these are pingouin's ICC1 and ICC1k (pingouin refuses unbalanced data).
+Every formula uses every rating of a unit (one agent of one episode) rated twice or more.
+α and the ICCs come from per-episode sums, so a bootstrap resample costs one matrix product;
+the ICC formulas are in docs/internals.md, "Agreement formulas".
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""Sotopia-π's agreement figures, computed as its script computes them.
-
-These columns exist so that a study can be set next to the numbers of the Sotopia-π paper;
-they are not this report's headline figures (interval α and ICC are). The script is
-``human_eval/agreement.py`` of sotopia-lab/sotopia-pi (branch
-``feature/add-human-eval-agreement-code``, commit 5756713, 2024-04-01). Per dimension it pools
-every file and both agents (a unit is one agent of one episode) and computes:
-
-- ``pi_divisor``: its binarization divides by the largest |score| *observed* in the pooled
-  ratings, not by the rubric's range: code = round(score / divisor) (half to even, as pandas
-  rounds), 0 when every score is 0. On a dimension whose ratings never reach the end of the
-  scale the codes differ from a rubric-based binarization.
-- ``pi_pairwise_agreement``: per unit with two ratings or more, the mean over its rater pairs
-  of 1 − |code₁ − code₂|, averaged over units (codes −1 and 1 make a pair worth −1).
-- ``pi_alpha``: 1 − (1 − pairwise) / (1 − chance), chance being the same agreement between
-  two different ratings drawn from all codes of those units; undefined (NaN) when every code
-  is the same. For two codes and two raters per unit it is Krippendorff's nominal α on the
-  codes; it is not comparable with the interval α on the scores.
-- ``pi_randolph_kappa``: Randolph's κ on the codes with as many categories as codes
-  *observed*. The script applies the two-rater formula to every unit, so a unit with three
-  ratings counts for more than full agreement (κ > 1, or infinite with one category); here
-  each unit uses its own rater count, which is the same on two-rater units. With one code
-  observed the script reports κ = 1, and so does this column (flagged as near-constant).
+"""Sotopia-π's agreement figures, computed as its script (``human_eval/agreement.py`` of
+sotopia-lab/sotopia-pi, commit 5756713) computes them, so a study can be set next to that
+paper's numbers; they are not this report's headline figures. Where and why they differ from
+ours is in README.md, "Comparable with Sotopia-π".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The study's side of the protocol record: what a paper's methods section needs, read from the
-study file and the gateway's database.
-
-``study_protocol`` gives the design (raters per episode, episodes per participant, gold share,
-the qualification's rule, the flags' thresholds) and what happened (participants and sessions,
-ratings and gold ratings served, the qualification's pass rate, the review's decisions by kind,
-the median minutes per episode; the pass rate counts participants, each once, as a verdict is
-a participant's). It holds counts and settings only: no participant, session, task or project
-id, no code, address or database URL. ``sotopia-ls export --study`` merges it
-into the export's ``protocol.json`` (``sotopia_ls.exporter.protocol``).
+"""The study's side of the protocol record: the design and what happened, for a paper's methods
+section, read from the study file and the gateway's database. Counts and settings only: no
+id, code, address or database URL; ``sotopia-ls export --study`` merges it into
+``protocol.json``.
 """
 
 from __future__ import annotations

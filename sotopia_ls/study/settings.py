@@ -1,12 +1,6 @@
-"""The study file: what one crowd study is, written by ``sotopia-ls study init``.
-
-A JSON document validated by ``StudyFile``. It holds no secret: the session key is read from
-the environment variable it names, Label Studio's address and key from ``LABEL_STUDIO_URL`` /
-``LABEL_STUDIO_API_KEY`` (or flags), and the database's password from where PostgreSQL's own
-client looks (``PGPASSWORD``, or a ``~/.pgpass`` file it reads only at mode 0600), or with the
-whole URL from ``SOTOPIA_LS_STUDY_DATABASE`` (or ``--database``). A URL with a password is
-refused in the file. The file is still written at mode 0600: it holds the completion code,
-which claims a Prolific payment, and nobody but the researcher needs to read it.
+"""The study file: what one crowd study is, written by ``sotopia-ls study init`` and validated by
+``StudyFile``. It holds no secret (keys and the database's password come from the environment,
+README.md, "State"), yet is written at mode 0600: its completion code claims a payment.
 """
 
 from __future__ import annotations

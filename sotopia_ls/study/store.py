@@ -1,46 +1,9 @@
-"""The gateway's own database: participants, their visits and page answers, episode slots and
-assignments.
+"""The gateway's own database: every table of the study, in SQLAlchemy Core on SQLite or
+PostgreSQL, so several gateway processes share one state.
 
-SQLAlchemy Core on SQLite (the default, one file) or PostgreSQL (``postgresql://…``, through
-psycopg), so several gateway processes can share one state. Every rule that must hold across
-processes is a constraint or a conditional update inside a transaction, never a check made
-in Python first:
-
-- ``page_answers``: what a visit answered on a page that keeps its answers (``page.Page``).
-- ``episodes``: the shown part of each task (``study.shown``), so pages need no Label Studio.
-- ``slots``: k rows per episode (task), more when adaptive extra raters add one to an
-  episode whose ratings disagree (numbered above k, the (study, task, slot) key making the
-  insert happen once; ``added_ratings`` keeps which ratings settled on one). A slot is
-  ``free``, ``leased`` (held for one assignment until ``expires_at``) or ``done`` (its
-  assignment was submitted). Taking a slot is one ``UPDATE … WHERE`` the slot is free or its
-  lease has expired, so two processes can never both take it.
-- ``gold``: the reference ratings of the study's gold episodes (a qualification round serves
-  only these; a main study hides ``gold_share`` of them among its assignments). A gold episode
-  has no slots: any number of participants rate it, once each.
-- ``assignments``: one participant on one episode; unique per (study, task, participant), so
-  nobody rates an episode twice. ``key`` is its public, unguessable id (also the annotation's
-  ``unique_id`` in Label Studio, which makes saving idempotent). A submitted one waits in
-  state ``saving`` until a gateway process has saved it in Label Studio: an outbox. One that
-  Label Studio refused is ``failed``, its reason in ``save_failures``, until retried.
-
-Screening and paying a study:
-
-- ``typing``: how each rationale of a submission came in, pasted or typed (the rating page
-  counts the characters).
-- ``visible_time``: the seconds a submission's rating page was visible and focused (the rating
-  page measures them): time on task, where ``lead_time`` counts from the page first shown;
-  never more than ``lead_time``, the page's figure kept in ``clipped_times`` where it was.
-- ``qualification_results``: a qualification visit's score, once it completed.
-- ``allow_list``: who passed a qualification round, by its study name; a main study that
-  requires the round admits only them.
-- ``decisions``: the researcher's decision on a visit (a Prolific submission) from the review
-  file: approve, look or reject, with the message and category a rejection sends.
-- ``prolific_actions``, ``prolific_groups``, ``prolific_group_members``: what ``study review
-  --apply --send`` sent to Prolific (a submission approved or rejected; a qualification round's
-  participant group and who was added to it), so a rerun sends nothing twice.
-
-On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (the write lock up front, so two
-processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout.
+A rule that must hold across processes is a constraint or a conditional update inside a
+transaction, never a check in Python first. docs/gateway.md, "The database", says what each
+table holds.
 """
 
 from __future__ import annotations

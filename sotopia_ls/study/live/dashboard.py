@@ -1,27 +1,9 @@
-"""The researcher's dashboard: a page of the gateway, behind its own token, that follows the study.
+"""The researcher's dashboard: a page of the gateway, behind its own token, that follows the
+study (``/researcher/<name>``, its figures and its sign-in).
 
-Routes (only while the token's environment variable is set, ``StudyFile.dashboard_token``):
-
-    GET  /researcher/<name>            the page (its script polls the figures)
-    GET  /researcher/<name>/figures    the figures, as JSON
-    GET  /researcher/<name>/sign-in    a form for the token; POST it there
-
-The researcher signs in once, with the form or an ``Authorization: Bearer <token>`` header,
-which sets a cookie of its own: signed with a key made from the token (a new token ends every
-sign-in), scoped to ``/researcher/<name>``, ``HttpOnly`` and ``SameSite=Strict``. The
-participants' session cookie opens nothing here: without the dashboard's cookie or header the
-page and its figures answer 404, as an address that does not exist does. The sign-in form
-itself answers anyone, participants included: it shows nothing of the study, but tells that
-the gateway serves a dashboard for the study of that name. The token is compared in constant
-time and never written to a page, a log or an answer. Each wrong token (the form's, or a
-``Bearer`` header's) counts against its client address: past a few a second, or a few dozen a
-minute, the overload guard answers that client's dashboard requests 429 (``overload.Throttle``).
-
-What it shows is made off the request path (``Dashboard.refresh``, run by
-``live.LiveFigures`` in its thread): progress (episodes, slots, saves) every few seconds, and
-with each new snapshot of the running agreement, or visit begun or ended, the participants
-and their flags (``review.review_rows``, computed in the snapshot's worker process); a request
-only reads the last of it.
+The participants' cookie opens nothing here (404), and the token is compared in constant time
+and never written anywhere. What it shows is made off the request path. README.md, "Live
+dashboard", says what a researcher sees and how sign-in works.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The running agreement's figures, computed in the dashboard's worker process (``live``).
-
-``live_figures`` reads the study's submitted ratings from the gateway's database alone (those
-saved in Label Studio or waiting to be: what an export will read; gold episodes left out),
-builds the exporter's ``scores_long`` from them (``tables.annotation_table``, the rows read as
-the exporter reads them) and calls the report's ``agreement_table`` and ``gwet_table`` with
-the report's bootstrap settings: once every rating is saved, its α and intervals are the
-report's on the same project. This module imports pandas and the exporter's statistics
-(krippendorff, irrCAC, scipy): only the worker and ``study status`` import it, and only when
-``live.figures_unavailable`` finds them installed.
+"""The running agreement's figures, computed in the dashboard's worker process only, with the
+report's own functions on the ratings the gateway holds: once every rating is saved they are
+the report's. It imports the statistics libraries, so the gateway never imports it.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
-"""The running agreement: the report's own figures on the ratings the gateway holds so far.
+"""The running agreement: the report's own figures on the ratings the gateway holds so far,
+recomputed in a worker process and kept as one snapshot row per study.
 
-The figures themselves are computed by ``figures.live_figures`` (the exporter's statistics),
-in the worker process only: this module, which the gateway, the lease logic and ``study
-status`` import, imports no statistics library, so a gateway serves participants where one is
-missing (``figures_unavailable`` names its install; the dashboard and ``study status`` show
-it). Each task's episode id is copied from Label Studio with its shown part
-(``keep_episode_ids``), since the bootstrap resamples episodes in their ids' order.
-
-The figures of a dimension (``store.agreement_snapshots``) are ``alpha`` (Krippendorff's
-interval α, the report's ``alpha``) and ``ac`` (Gwet's AC2 with ordinal weights, the report's
-``ac2``: on a graded scale scores a few ranks apart agree in part, as with α), each with its
-95% interval (``_low``, ``_high``), and ``pairs``, the rater pairs on the units they rest on;
-null where the ratings cannot give a figure yet.
-
-``LiveFigures.run`` (started by the gateway's lifespan, in each gateway process) looks every
-``CHECK_SECONDS`` whether ratings arrived and, when they did, has the figures computed in a
-worker process (never on a participant's request, nor holding the lock of the gateway's Python
-threads), which replaces the study's snapshot row whole; it waits at least ``BUSY_FACTOR``
-times the last computation's length between two, so that however large the study grows the
-computation takes a small share of a core.
+This module imports no statistics library, so a gateway serves participants where one is
+missing (``figures_unavailable`` names its install). docs/gateway.md, "The running agreement",
+says why and how often.
 """
 
 from __future__ import annotations

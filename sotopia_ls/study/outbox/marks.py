@@ -1,15 +1,7 @@
 """Writing a task's meta in Label Studio from the gateway, one writer per task at a time, no
-transaction of the gateway's database open meanwhile.
-
-Label Studio replaces a task's meta whole, so two writers of one task's meta at once (the
-writer threads of one gateway, or two gateway processes) could each drop the other's change.
-They take turns: within a process by a lock per task; across processes by a claim row
-(``store.meta_claims``), taken and given back each in a short transaction of its own. On
-SQLite a transaction holds the whole database's write lock, so one kept open across a Label
-Studio call would make every participant's request wait on Label Studio.
-
-A claim lapses after ``HOLD_SECONDS``, so that a process killed while holding one stops no
-other; a Label Studio call slower than that may then overlap another process's turn.
+transaction of the gateway's database open meanwhile: Label Studio replaces a task's meta
+whole, and an open SQLite transaction would make participants wait on Label Studio
+(docs/gateway.md, "The outbox").
 """
 
 from __future__ import annotations

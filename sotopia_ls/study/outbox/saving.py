@@ -1,27 +1,9 @@
 """A submitted rating: checked with the project's own rules, then saved to Label Studio once.
 
-The editor refuses an incomplete form, but accepts a rationale of spaces and is the
-participant's to tamper with; the gateway checks every submission with
-``read_json_results``, the rules the exporter applies (every rating present and in range,
-every rationale non-empty), and keeps only the validated scores, rebuilt as Label Studio
-results: nothing else a browser sends reaches the project.
-
-The gateway's database is an outbox. ``leases.settle`` records the rating (``saving``) in the
-same transaction that settles its slot, and the participant moves on at once. A writer in each
-gateway process (``LabelStudioWriter``) then claims waiting ratings and creates each annotation
-in Label Studio under the participant's user, with the assignment key as its ``unique_id``,
-and marks it ``saved``; the participant's user is made just before their first save, never at
-arrival. The writer yields to the participants' requests in its process (``Load``): while they
-are busy it saves a small batch now and then, never holding a rating back longer than
-``MAX_DELAY_SECONDS``, and it catches up at full speed once they are quiet. A rating whose
-save failed (Label Studio down, a process killed while saving) is claimed again by the next
-sweep; were it saved twice, Label Studio's unique id would turn the second into a lookup of the
-first. A rating Label Studio refuses (a 4xx) is marked
-failed with the reason instead, until a researcher retries it (``retry_saves``).
-
-A rating from a slot adaptive extra raters added (``store.added_ratings``) is marked in its
-task's meta (``tasks.ADDED_SLOTS``) before it counts as saved, so that a failed mark is tried
-again with the save; the export reads the mark into its ``added_slot`` column.
+The gateway's database is an outbox: the rating is recorded with its slot, the participant
+moves on, and a writer in each process saves it later under the participant's user, with the
+assignment key as its ``unique_id``, yielding to participants' requests. Why, and the pacing,
+are in README.md ("No participant waits on Label Studio") and docs/gateway.md ("The outbox").
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
-"""Carrying out a study's review decisions on Prolific (``study review --apply``).
+"""Carrying out a study's review decisions on Prolific (``study review --apply``), or writing
+them as files for Prolific's own screens.
 
-The decisions recorded from the review file (``store.decisions``: one per visit, i.e. per
-Prolific submission, whose id is the visit's ``SESSION_ID``) become:
-
-- approvals: ``bulk-approve`` requests of at most ``BULK_APPROVE_LIMIT`` submission ids (one
-  refused whole is sent again one submission at a time, so each refusal names its participant);
-- rejections: one ``reject`` each, with the message to the participant and the category;
-- ``look``: nothing; listed as waiting for the researcher's decision;
-- ``screened_out`` (a qualification round's failed submission, given the screen-out code):
-  nothing, counted; Prolific does not await its review;
-- a qualification round's allow-list: a Prolific participant group, made once in a workspace
-  (one of that name already there is taken: the request that makes it is never sent twice),
-  to which only passers not yet in it are added; a main study's audience can require it.
-
-``plan_payment`` reads what is left to send. ``apply_decisions`` returns that plan (a dry run,
-the default, sends nothing), or sends it and records each action as soon as Prolific accepted
-it (``store.prolific_actions``, ``prolific_groups``, ``prolific_group_members``): a failure
-keeps what was sent before it, and a rerun sends nothing twice. A decision changed after its
-submission's status was sent is a conflict, reported and never sent (Prolific cannot undo a
-status change). Without a token the decisions are written as the files Prolific's own screens
-take (``write_prolific_files``), every cell a spreadsheet would evaluate made text: the same
-decisions before and after ``--send``, those not sent yet to do by hand, those Prolific
-accepted listed apart (written after this run's sending, when it sends).
+Each action is recorded as soon as Prolific accepted it, so a failure keeps what was sent and
+a rerun sends nothing twice; what each decision becomes is in README.md, "Paying on Prolific".
 """
 
 from __future__ import annotations

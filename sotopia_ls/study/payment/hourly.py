@@ -1,15 +1,6 @@
-"""The pay per hour a study's reward comes to, from the time its participants spent.
-
-Prolific pays a fixed reward per submission (a visit of the gateway: the study file's
-``reward``) and judges a study by its average reward per hour, worked out from the median
-completion time. ``hourly_pay`` makes the same estimate from what the gateway measured: each
-completed visit's minutes on task (each rating's visible time, Label Studio's lead time where
-the page measured none), their median, and the reward over it. The gateway times the rating
-pages only; Prolific's clock also runs on the instructions and on its own pages, so its
-figure is lower than this one.
-
-``pay_lines`` says it for ``study status`` and ``study review``, with a warning when it is
-under Prolific's minimum.
+"""The pay per hour a study's reward comes to, from the minutes its participants spent on the
+rating pages, as Prolific works it out from the median; ``pay_lines`` says it for ``study
+status`` and ``study review``, warning under Prolific's minimum (README.md, "Pay per hour").
 """
 
 from __future__ import annotations

@@ -1,56 +1,9 @@
 """Prolific's API: the calls a study's review makes (approve, reject, bulk-approve, list a
 study's submissions, participant groups for a qualification round).
 
-What Prolific expects, from its API reference (docs.prolific.com/api-reference):
-
-- every request carries ``Authorization: Token <token>``; a token never expires and has full
-  rights (``submissions/transition-submission``, "Authentication");
-- ``POST submissions/{id}/transition/`` takes ``{"action": "APPROVE"}`` or ``{"action":
-  "REJECT", "message": …, "rejection_category": …}``; the message "must be at least 100 chars
-  long" (counted here as a participant reads it, ``text.visible_length``); the answer is the
-  submission (``id``, ``status``, ``participant``, …); a status change cannot be undone and
-  the same request twice is ignored the second time, so sending it again after a timeout is
-  safe (``submissions/transition-submission``);
-- the rejection categories are the twelve of ``REJECTION_CATEGORIES`` (the enum of that
-  request's ``rejection_category``, as Prolific's own CLI, prolific-oss/cli
-  ``cmd/submission/transition.go``, lists it);
-- ``POST submissions/bulk-approve/`` takes ``{"submission_ids": […]}``; Prolific advises at
-  most about 1,000 ids a request (/work/shared/PROLIFIC_NOTES.md);
-- ``GET studies/{id}/submissions/`` answers one page, ``{"results": […], "_links": {"next":
-  {"href": <URL or null>}, …}, "meta": {"count": n}}``; a submission there names its
-  participant ``participant_id`` (``studies/get-study-submissions``; the ``_links`` shape as
-  prolific-oss/cli ``client/responses.go`` reads it); every list here follows ``next``;
-- ``POST participant-groups/`` (``name``, ``workspace_id``, ``participant_ids``) answers the
-  group (``id``, ``name``); ``GET participant-groups/?filter[workspace_id]=…`` lists a
-  workspace's groups (``id``, ``name``, ``workspace_id``, ``is_deleted``, …;
-  ``participant-groups/get-participant-groups``); ``POST participant-groups/{id}/participants/`` (``participant_ids``)
-  adds members, ignoring those already in; ``GET participant-groups/{id}/participants/``
-  lists memberships (``participant_id``, ``datetime_created``);
-- a refusal answers a 4xx whose body is ``{"error": {"detail": …, "title": …}}`` or
-  ``{"detail": …}`` (the two shapes prolific-oss/cli ``client/client.go`` reads), the detail a
-  text, a list or an object of texts.
-
-Errors (``errors.SotopiaLSError`` below them all, so messages are cut free of secrets):
-
-    ProlificError         refused before sending: no token, a token no header can carry, an
-    │                     API address that would carry it in the clear, an id that is no path
-    │                     segment, a ``next`` link elsewhere
-    ├── InvalidRejection  a rejection Prolific would refuse; ``fields`` names the fields
-    ├── ProlificRefused   Prolific answered a 4xx: the one line names the call, the
-    │                     submission/participant/group and Prolific's reason; ``status``
-    └── ProlificUnavailable  429, 5xx, timeouts or no connection still after the retries, a
-                          redirect, an answer over ``max_bytes`` or not of the documented shape
-
-Requests follow the package's HTTP rules (``sotopia_ls.remote``): no redirect followed (an
-action redirected elsewhere is not done, and nothing is recorded), ``timeout`` seconds for a
-whole answer, at most ``max_bytes`` read; one answered 408, 429 or 5xx, timed out or not
-connected is sent again at most ``retries`` times, after a wait that doubles (or the
-``Retry-After`` seconds), never over a minute; except the one that makes a participant group,
-sent once: a group made by a request whose answer was lost would be made twice (``payment``
-looks for it by name before making one). The token goes into the ``Authorization`` header
-only: it is no field of any repr, message or exception, and is cut out of Prolific's own
-reasons in case a server echoes it. A ``next`` link to another address than ``base_url`` is
-refused, so the token is never sent elsewhere.
+Requests follow the package's HTTP rules (``sotopia_ls.remote``); the token goes into the
+``Authorization`` header only and is cut out of every message. What Prolific expects of each
+call, and the exception tree, are in docs/gateway.md, "Prolific's API".
 """
 
 from __future__ import annotations

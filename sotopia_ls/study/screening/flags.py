@@ -1,22 +1,8 @@
 """Quality flags: per annotation, from plain data, and their share per participant.
 
-An ``Annotation`` is one participant's ratings of one episode in the flat form
-(``sotopia_ls.scores``), with what else is known about it: the episode's word count, the time
-on task, how much of each rationale was pasted rather than typed, the other participants'
-ratings of the same episode submitted before it and reference (gold) ratings. A rationale that
-matches another participant's is the later one's copy: only the later rating is flagged, and
-its detail names the earlier participant (for the researcher; never in a participant's
-message). Each flag is one ``Flag`` in
-``FLAGS``; its thresholds live in ``FlagThresholds`` (one model, defaults here; a study file's
-``flags`` holds its own). ``flag_annotation`` runs every flag and knows none by name: a flag is one
-object added to the list (``flag_annotation(..., flags=FLAGS + (mine,))``).
-
-A flag's check answers None when the data it needs is not given (no time measured, no reference
-ratings): such an annotation is not judged by it, so ``participant_shares`` divides by the
-annotations judged, not by all. Every field is taken from the rubric, never named here.
-Typing counts come from the participant's browser: ``measured_typing`` keeps those the text and
-the time on task make possible, and the rest are not measured (README: "what the server
-checks").
+Each flag is one ``Flag`` in ``FLAGS``, its thresholds in ``FlagThresholds``; ``flag_annotation``
+runs them all and knows none by name. A check answers None without the data it needs, so
+shares divide by the annotations judged. Every field is taken from the rubric.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""The reference ratings of a study's gold episodes, read when the gateway starts and at
-``study sync``, and recorded in the gateway's database (``store.gold``) by ``leases.add_episodes``.
-
-A reference is ``{rating_name(key, agent): score}``, every rating of the rubric, each inside
-its dimension's range (checked by the score model, ``scores.Evaluation``). It comes from:
-
-- the study's ``gold_references``: a CSV in the oTree layout (the Sotopia ``*_final.csv``
-  files, or the export's ``scores_wide``): ``pk`` is the episode id (the task data's
-  ``episode_id``), ``<key>_<N>`` the ratings; every other column is ignored. Several rows of
-  one episode must hold the same ratings (the same reference written twice): rows that
-  disagree are refused, naming both, since no rule could choose between them;
-- else the project's ground-truth annotations in Label Studio (an annotation marked as ground
-  truth, not cancelled; Label Studio keeps one per task).
-
-An episode imported as several tasks is gold in its lowest task id. Every problem is one line
-naming the file (or project), the row (or task and annotation) and the field.
+"""The reference ratings of a study's gold episodes, read at start and at ``study sync`` from the
+oTree-layout CSV or the project's ground-truth annotations, checked by the score model and
+recorded in the gateway's database. Every problem is one line naming the file or project, the
+row or task, and the field (README.md, "Gold episodes and hidden gold").
 """
 
 from __future__ import annotations

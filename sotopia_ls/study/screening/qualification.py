@@ -1,22 +1,9 @@
 """A qualification round's verdicts: one per participant, scored against the gold references,
 the allow-list of those who passed, and admission to a main study that requires the round.
 
-The verdict belongs to the participant (their Prolific id, kept in lower case: one participant
-record per round), never to a session: it is given once, when a visit of theirs completes
-(``score_visit``, called by ``flow`` with the visit's last rating, so a participant who closes
-the tab right after it is scored all the same), over every rating of a gold episode they
-submitted in the round, each compared with that episode's reference (``store.gold``). They
-pass when the largest distance is at most ``max_distance`` (Sotopia-π's rule: every rating
-within 2 points). The verdict is recorded with the visit that earned it
-(``qualification_results``), and a passer's Prolific id joins the round's allow-list
-(``allow_list``, under the round's study name), in one transaction that holds the
-participant's row: another session of theirs, the done page asked again, a reload, or two
-gateway processes at once read that verdict back and record nothing. A participant with a
-verdict is served nothing more in the round (``flow``). No page ever shows the verdict's
-distance or a reference; the done page only reads the verdict to pick which code to give.
-
-A main study that requires the round (``StudyFile.requires_qualification``, on the same
-database) admits only its allow-list (``admitted``).
+The verdict is the participant's, not a session's: given once, in one transaction holding
+their row, so other sessions, reloads and other gateway processes read it back (README.md,
+"Qualification round").
 """
 
 from __future__ import annotations

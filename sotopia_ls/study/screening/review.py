@@ -1,59 +1,9 @@
-"""The review file: one row per visit (one Prolific submission), a suggested decision on it,
-and the researcher's decisions read back.
+"""The review file: one row per visit (a Prolific submission) with every quality flag, the gold
+distance, the qualification's verdict and a suggested decision; then the researcher's edited
+decisions read back, checked whole, recorded and marked in the tasks' meta.
 
-``review_rows`` reads the gateway's database alone. Each submitted rating of a visit becomes a
-``flags.Annotation`` (its flat form, the words of the dialogue it showed, its time on task, its
-typing counts, the other participants' ratings of the same episode submitted before it, and
-the episode's gold reference, if any) and every flag of ``flags.FLAGS`` runs on it with the
-study's thresholds.
-A row holds:
-
-- ``participant`` (PROLIFIC_PID) and ``submission`` (the visit's SESSION_ID, Prolific's
-  submission id): the row's identity, checked when the file is read back;
-- ``outcome``: ``completed``, ``no_slots``, ``not_admitted`` (refused at the admission page of
-  a study that requires a qualification round), ``screened_out`` (back in a qualification round
-  they failed: ``arrival.Outcome``), or ``unfinished`` (the visit never reached its end);
-- ``episodes`` and ``gold_episodes``: ratings submitted, ordinary and gold;
-- ``minutes`` (the lead times summed) and ``median_minutes`` (per episode);
-- ``<flag>.fired`` and ``<flag>.judged`` for every flag: ratings it fired on, ratings it judged
-  (a flag judges none without its data, e.g. no reference; in a qualification round the
-  round's ``max_distance`` is the gold distance's threshold, as it was the verdict's);
-- ``gold_distance``: the largest |score - reference| over the visit's gold ratings (empty
-  without one); ``qualification``: ``passed`` / ``failed``, the participant's verdict, on each
-  visit of a qualification round that got its code by it (``qualification.verdicts``);
-- ``suggested`` and ``rule``: the suggestion and the rule of ``RULES`` that made it;
-  ``details``: what each flag that fired found, each rating whose page claimed more time than
-  the gateway saw pass (``time_clipped``) and each whose typing is not measured
-  (``typing_not_measured``: no counts, or counts its text or time on task belie), for the
-  researcher (a copied rationale names the participant who gave it first: only the later of
-  two matching ratings is flagged);
-- ``decision``, ``message``, ``category``: for the researcher to edit, filled with the decision
-  recorded before, else the suggestion. ``message`` is written for the participant (it is what
-  a rejection sends): which checks failed, never anything of another participant.
-
-The suggestion is the first rule of ``RULES`` that applies; approve when none does. Each rule
-is one row of that table: no suggestion for a visit refused at admission (told to return the
-study, it awaits no decision on Prolific); in a qualification round the verdict decides alone,
-approve for a passer and ``screened_out`` for whoever failed (given the screen-out code,
-Prolific does not await its review: payment sends nothing for it); reject when the gold
-distance flag fired on most of the visit's gold ratings, or straight-lining on every rating;
-look when the visit is unfinished, a rating's time was clipped, any flag fired, or a rating's
-typing is not measured. A message never tells of references or how many conversations had
-one, which would give hidden gold away.
-
-``write_review`` writes the rows as CSV, every text cell a spreadsheet would evaluate made text
-(``exporter.cells``), the file replaced whole; a file there holding other decisions than it
-would write (edits not read back) is refused unless forced. ``read_review`` reads an edited
-file back and checks every row (identity unchanged, a decision of ``DECISIONS``,
-``screened_out`` only where the round screened the visit out, a rejection Prolific would take:
-``prolific.rejection``) before anything is kept: one bad row is one line naming the file, line
-and column, and nothing is recorded; a visit refused at admission may be left undecided.
-``record_review`` then records each row into ``decisions`` (a changed decision replaces the
-earlier one) and marks the visit's annotations in Label Studio: task meta ``sotopia_review``
-``{"<annotation id>": decision}``, merged with what the task holds (a screen-out marks none).
-Nothing is deleted. A rating not yet saved in Label Studio has nothing to mark: counted, for
-the same command to mark once it is saved. When Label Studio fails meanwhile, the decisions
-stay recorded and the same command marks them.
+The columns and the suggestion's rules (``RULES``, the first that applies) are described in
+README.md, "Review and pay"; nothing here tells a participant of references or other people.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""How each rationale of a rating came in: the characters pasted and the characters typed.
-
-The rating page (``static/gateway.js``) counts them per rationale field while the participant
-writes, and sends them with the rating as ``typing``; the gateway keeps them in the ``typing``
-table as it settles the assignment (``add_typing``), once, for the ``pasted_rationale`` flag
-(``flags``). A count is of characters inserted, so text typed or pasted and then deleted counts
-too.
-
-A submission's ``typing`` names rubric rationale fields only, each count a whole number (a JSON
-integer) from 0 to ``MOST_CHARACTERS``: anything else is refused (a 400 naming ``typing``)
-rather than dropped, since the page never sends it. A page made before the counts sends no
-``typing``; its rating is saved all the same, without counts. The counts are kept as the page
-sent them; ``flags.measured_typing`` judges them against the text and the time on task.
+"""How each rationale of a rating came in: the characters pasted and typed, as the rating page
+counted them, kept once per submission for the ``pasted_rationale`` flag. Malformed counts are
+refused, never dropped; ``flags.measured_typing`` judges whether they can be true.
 """
 
 from __future__ import annotations

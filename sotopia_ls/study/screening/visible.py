@@ -1,13 +1,6 @@
-"""Time on task: the seconds a rating page was visible and focused, not merely open.
-
-The rating page (``static/gateway.js``) counts them while the tab is shown and its window has
-the focus (``document.visibilityState`` and window focus; nothing typed is read), carries them
-over a reload of the same episode, and sends them with the rating as ``visible_seconds``. The
-gateway keeps them in the ``visible_time`` table as it settles the assignment (``add_visible``),
-once: the quality flags' time on task, the pay per hour and ``study status``'s minutes per
-episode. Label Studio's ``lead_time`` (kept too) counts from the page first shown, time in
-another tab included: the gateway's own clock, so no page's figure is kept above it (the
-page's figure is then kept in ``clipped_times``, and counted).
+"""Time on task: the seconds a rating page was visible and focused, not merely open, as the page
+counted them; kept once per submission, never above the lead time the gateway's own clock saw
+(the page's figure then kept in ``clipped_times``).
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
-"""The participant gateway: a Starlette app between Prolific and Label Studio.
+"""The participant gateway: a Starlette app between Prolific and Label Studio, serving the pages
+of ``flow.PAGE_SEQUENCE`` and guarding them in one place.
 
-Routes (``<name>`` is the study's name; nothing else is served, everything else is 404), with
-the pages of ``flow.PAGE_SEQUENCE``:
-
-    GET  /s/<name>?PROLIFIC_PID=…&STUDY_ID=…&SESSION_ID=…   arrival: record, bind the session,
-                                     each page's ``on_arrival``, then the first page displayed
-    GET  /s/<name>/instructions      the Social Evaluation Instruction
-    POST /s/<name>/instructions      "I have read them" (CSRF form field)
-    GET  /s/<name>/rate              the current episode in Label Studio's editor
-    POST /s/<name>/submit            the rating, as JSON (CSRF header); answers where to go next
-    GET  /s/<name>/done              completion code and redirect to Prolific, or no slots
-    GET  /static/…                   Label Studio's web app (for its editor) and fonts, the page
-                                     scripts and style
-    GET  /health                     for a load balancer
-    /researcher/<name>…              the researcher's dashboard, behind its own token
-                                     (``dashboard``; absent without one)
-
-Every page of the sequence is served the same way (``page.Page``): ``GET /s/<name>/<page>``,
-and its submit, a form ``POST`` to the same address or a script's JSON ``POST`` to its own.
-The guard is here once: a page out of turn sends the participant to the current one, and a
-submit is bounded and needs the session's CSRF token before the page reads it.
-
-The browser only ever holds a signed session cookie naming its visit, read only as a visit of
-this study (a cookie another study set is no visit here). It never receives a
-Label Studio address, key, task id or annotation, nor anything of another participant: the
-page gets the labeling config and the shown part of one task's data (``shown``), and its
-submissions go to the gateway, which saves them with the owner's key.
-
-No request waits on Label Studio: the shown data is copied into the gateway's database at
-start (``gateway.prepare_gateway``), and ratings (and, with a participant's first one, their
-user) are written behind by ``LabelStudioWriter``; the running agreement is computed in a
-worker process of its own (``live.LiveFigures``). Endpoints are ``async`` and hand the
-blocking work (the database, a page's methods) to Starlette's thread pool.
+The browser holds only a signed session cookie, and no request waits on Label Studio: the
+shown data is copied at start and ratings are written behind (``LabelStudioWriter``). The
+routes and guards are in docs/gateway.md, "Serving".
 """
 
 from __future__ import annotations

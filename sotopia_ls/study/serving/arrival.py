@@ -1,14 +1,7 @@
 """A participant arriving from Prolific: their URL parameters, their record, their visit.
 
-Prolific opens the study link with ``PROLIFIC_PID``, ``STUDY_ID`` and ``SESSION_ID``; each is a
-24-character hexadecimal id, kept in lower case (an id in upper case is the same participant).
-The participant is recorded once per study, each of their Prolific sessions is a visit, and a
-visit is only ever read as one of its own study's (two studies may share a database and a
-session secret). A participant who saves a rating gets a Label Studio user whose email,
-``<PROLIFIC_PID>@prolific.invalid``, carries the id into Label Studio's exports (it never logs
-in; ``.invalid`` is reserved, so no mail can ever be sent to it), made by the gateway's writer
-with their first rating (``saving.participant_user``): an arrival alone makes nothing in Label
-Studio, so a stream of arrivals (or of made-up ids) fills no user list.
+The ids are kept in lower case, a visit is read only as one of its own study's, and an arrival
+makes nothing in Label Studio: the participant's user comes with their first saved rating.
 """
 
 from __future__ import annotations

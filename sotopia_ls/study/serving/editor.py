@@ -1,24 +1,8 @@
 """Label Studio's own labeling editor for the participant page: the release its server runs.
 
-Participants rate in the editor Label Studio shows its own annotators. Label Studio's web app
-(``web/dist/apps/labelstudio/`` of the ``label-studio`` package) holds that editor as webpack
-chunks the app loads on demand; the participant page loads them the same way: the app's webpack
-runtime, the app's shared chunks (their modules only: ``static/editor-loader.js`` keeps the app
-itself from starting), then the editor's chunks, which set ``window.LabelStudio``. What the page
-needs for that is read from the release's own files (``read_loader``), so a later release needs
-no change here, and one laid out otherwise is refused by name when the gateway starts.
-
-Where the files come from (``find_editor``), first found wins:
-
-1. ``$SOTOPIA_LS_EDITOR_DIR``: a folder ``sotopia-ls study fetch-editor`` wrote;
-2. the installed ``label-studio`` package (the ``server`` extra; the demo and the tests);
-3. ``var/editor/label-studio-<PINNED>`` of the current folder, written by
-   ``sotopia-ls study fetch-editor`` for a gateway host without Label Studio installed: the same
-   files taken from the pinned ``label-studio`` wheel, which pip downloads with its sha256
-   required (``--require-hashes``) and of which only the web app and its two fonts are kept.
-
-``release_notice`` compares the editor's release with the server's, so a researcher hears when
-participants and annotators would see different screens.
+The page loads the web app's webpack chunks as the app does, read from the release's own files,
+so a later release needs no change here. Where the files come from, and why, is in README.md,
+"The editor", and docs/gateway.md, "Serving".
 """
 
 from __future__ import annotations

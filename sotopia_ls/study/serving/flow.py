@@ -2,13 +2,7 @@
 
     arrival (the Prolific link) → [admission] → instructions → rate (× m) → done
 
-(admission: only in a study that requires a qualification round, for whoever is not on its
-allow-list; an arrival with nothing left to rate goes straight to done, ``Rate.on_arrival``, as
-does, in a qualification round, one whose participant holds a verdict already.)
-
-Each page (``page.Page``) says whether it is displayed, what its template gets and what its
-submit does; the app builds the routes from ``PAGE_SEQUENCE``. Reordering or adding a page (a
-consent page, a questionnaire) is a change to the sequence, given to ``create_app(pages=…)``.
+Reordering or adding a page is a change to the sequence, given to ``create_app(pages=…)``.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from .arrival import Outcome, Visit
 from .page import NotAccepted, Page, Script, Turn
 from .security import json_for_html
 
-# A rating is 28 short answers; 256 KB leaves room for long rationales.
+# A rating is a set of short answers; the bound leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
 TOO_LONG = (f"This rating is too long to save: its rationales together may hold about "
             f"{MAX_SUBMISSION // 1024} KB. Please shorten the longest ones.")

@@ -1,35 +1,8 @@
 """Overload is answered, never dropped: a saturated gateway process tells a participant at once
-to come back in a moment, instead of queueing the request until something gives up on it.
-
-``OverloadGuard`` is pure ASGI middleware around the gateway's Starlette app (inside
-``SecurityHeaders``, so its answers carry the security headers too). It counts every
-participant request (``/s/…``) in the process's ``Load`` and, when the process is saturated,
-answers 503 with ``Retry-After`` before the request is read or any work is done:
-
-- too many participant requests already in progress (``Limits.most_in_flight``), or
-- one of them, read whole, has waited for its answer longer than ``Limits.longest_wait``
-  seconds (``Load.longest_wait``): its work is milliseconds, so it is waiting for a thread or
-  a database connection, and a new request would wait behind it. A participant slow to send
-  a request, or to read an answer, is not counted in this wait.
-
-A script's submit (``json_paths``) gets a JSON answer the rating page reads (it waits
-``Retry-After`` and sends the same rating again: ``leases.settle`` records it once); a page
-gets a short "busy" page that reloads itself after the same seconds (a meta refresh: the
-Content-Security-Policy allows no inline script). ``/health`` and the static files are not
-counted, nor ever refused.
-
-The researcher's dashboard (``/researcher/…``) comes after the participants: its requests are
-answered 503 while the process is saturated, and beyond ``Limits.most_researcher_in_flight``
-of their own. A client that sent too many wrong dashboard tokens (``Throttle``: the dashboard
-counts them) gets 429 with ``Retry-After`` for any of them, before the request is read: a
-flood of guesses costs the process little and takes nothing from the participants.
-
-Retry-After is drawn between ``Limits.retry_after`` and twice that, so participants turned
-away together do not all come back in the same second.
-
-The guard also sets the process's thread pool (``Limits.threads``: Starlette runs the blocking
-work of every request there) when the app starts, so that the threads, the database pool
-(``store.open_store``) and the guard's count agree.
+to come back in a moment (503 with ``Retry-After``), instead of queueing the request until
+something gives up on it; the dashboard comes after the participants, and a flood of wrong
+dashboard tokens gets 429 for little cost. README.md ("Overload is answered, never dropped")
+gives the limits; docs/gateway.md, "Serving", how the guard counts.
 """
 
 from __future__ import annotations

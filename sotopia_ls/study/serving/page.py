@@ -1,26 +1,10 @@
 """A participant page as an object, as oTree's ``Page``: the app builds its routes from a
 sequence of them and knows none by name.
 
-A page says
-
-- what it settles as the participant arrives, before any page is shown (``on_arrival``; by
-  default nothing): the arrival goes straight to the first page displayed after every page
-  had its say, so a visit ended there (nothing to rate) sees no page before its code;
-- whether it is displayed for a visit as it stands (``is_displayed``); a participant is always
-  on the first page of the sequence that is, and a page asked for out of turn sends them there
-  (unless it is ``revisitable``, as the instructions are while rating);
-- what its template gets (``vars_for_template``; None: nothing to show after all, go on to the
-  current page), its template being ``<name>.html`` among the gateway's templates or in its
-  ``template_folder``;
-- how its submit comes (``submit``: an HTML ``Form`` posted to the page's own address, JSON a
-  ``Script`` of the page posts, or None) and what it does (``before_next_page``, given the
-  answers read with the submit's pydantic model; it returns the visit as the submit left it,
-  so the app finds the next page without reading the visit again).
-
-By default a page is displayed until the visit has answered it, and its submit records the
-answers (``arrival.record_answers``): a consent page or a questionnaire is one class and one
-template. Every submit is bounded and needs the session's CSRF token; the app checks both
-before a page sees anything.
+A page says what it settles on arrival, whether it is displayed, what its template gets, how
+its submit comes and what it does. By default it is displayed until answered and its submit
+records the answers, so a consent page is one class and one template (README.md, "A page of
+your own").
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""What keeps the participant pages safe: headers, the CSRF token, bounded bodies, data in HTML.
+"""What keeps the participant pages safe: headers, the CSRF token, bounded bodies, one-line logs
+and data in HTML that cannot break out of its block.
 
-- ``SecurityHeaders``: every response carries a strict Content-Security-Policy (scripts only
-  from the gateway itself, no inline script, no eval; Label Studio's editor needs inline
-  styles), ``nosniff``, no referrer (a participant's Prolific link never leaks onward), no
-  framing; pages and answers are never cached. It wraps the Starlette app itself, outside
-  Starlette's ``ServerErrorMiddleware``, so the 500 page carries them too. It also writes the
-  one-line access log, without query strings, so Prolific ids never reach a log.
-- ``OneLine``: every message of the gateway's log (``sotopia_ls.study``) is one line: a
-  request's path (``%0a``, ``%1b`` decoded), or anything else a message carries, can neither
-  forge a line nor reach the terminal as an escape sequence.
-- ``GatewayH11Protocol``: uvicorn answers a request it cannot parse (a malformed request line,
-  an invalid header, a header section too large) with its own 400 before any app is called;
-  this protocol class gives that answer the same headers.
-- The CSRF token is a synchronizer token kept in the signed session and required back on
-  every POST: as the ``X-CSRF-Token`` header of the rating submission, as a form field of the
-  instructions form.
-- ``json_for_html``: data placed in a ``<script type="application/json">`` block with ``<``,
-  ``>``, ``&`` and the line separators escaped, so episode text can never close the block.
+docs/gateway.md, "Serving", says what each piece guards against.
 """
 
 from __future__ import annotations

@@ -1,41 +1,9 @@
 """Who rates which episode: k slots per episode (more with adaptive extra raters), each given
-out as a lease.
+out as a lease, settled on submission and taken back when it expires; gold positions get gold
+episodes, which have no slots.
 
-A participant holds at most one lease at a time. Asking for work first renews the lease the
-visit already holds (a participant who reloads or returns gets the same episode back, if its
-slot was not given away meanwhile), else takes a new one: the episode with the most slots
-already filled (so pairs complete, as the oTree queue did), never one the participant was
-ever assigned, lowest task id first. A slot is free when never given out or when its lease
-has expired; taking it is one conditional UPDATE (see ``store``), so concurrent gateways
-simply move on to the next candidate.
-
-A submission settles its assignment: it marks the slot the assignment holds ``done`` (even
-after the lease expired: nobody took the slot, so the work counts), else takes any free slot
-of the same episode, else is kept as ``surplus``: stored here, flagged, never counted and
-never dropped. A settled rating waits as ``saving`` until a writer claims it
-(``claim_saves``) and saves it in Label Studio (``saving.LabelStudioWriter``): an outbox. A
-rating Label Studio refuses is ``failed`` with the reason (``mark_failed``), kept here and
-never tried again until a researcher puts it back (``retry_failed``) or gives its slot to
-another participant (``shelve_failed``).
-
-Adaptive extra raters (``settings.Adaptive``): when a submission completes every slot of its
-episode and the ratings disagree, ``settle`` adds one more slot in the same transaction
-(numbered above the last; ``_add_slot``), so the next participant to ask can take it: it is a
-free slot like any other, leased, expired and settled the same way, and the database alone
-remembers it across restarts and gateways. Leasing counts each episode's own slots, never k.
-A rating settled on a slot above k is recorded in ``store.added_ratings``, for the writer to
-mark in Label Studio.
-
-Gold episodes (``store.gold``: tasks with reference ratings) have no slots: any number of
-participants rate each, once each. A study that uses gold (``GoldShare.of``) decides which of a
-visit's m positions are gold when the visit asks for work: in a qualification round all of
-them, in a main study ``gold_share`` of them (``GoldShare.positions``). A gold position gets a
-gold episode the participant has not had, the least rated first, ties at random; when there
-is none, a main study gives an ordinary episode and a qualification round nothing (the visit
-completes). A gold lease is renewed like any other and, having no slot another participant
-could take, never expires; its submission is ``saving`` (saved in Label Studio like any
-rating). Nothing of this reaches the participant: a gold assignment has the same key, page and
-data as any other.
+Taking a slot is one conditional UPDATE, so concurrent gateways never share one. The order of
+the candidates and the rules of settling are in docs/gateway.md, "Leases".
 """
 
 from __future__ import annotations
