@@ -434,8 +434,8 @@ def _check_unedited(path: Path, frame: pd.DataFrame) -> None:
     for line, row in records:
         if written.get(row["submission"]) != tuple(row[name] for name in EDITABLE):
             raise StudyError(f"{path}: line {line} holds decisions not recorded (an edited "
-                             "review file?): read it back with --decisions, or give --force "
-                             "to replace it")
+                             "review file?): record them with `study decide`, or give "
+                             "--force to replace it")
 
 
 # --- reading the edited file back -----------------------------------------------------------
