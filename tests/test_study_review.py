@@ -28,7 +28,8 @@ from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.payment.prolific import MIN_REJECTION_MESSAGE
-from sotopia_ls.study.screening.flags import FLAGS, FlagResult, FlagThresholds
+from sotopia_ls.study.live.dashboard import participant_rows
+from sotopia_ls.study.screening.flags import FLAGS, Flag, FlagResult, FlagThresholds
 from sotopia_ls.study.screening.qualification import score_visit
 from sotopia_ls.study.screening.review import (
     APPROVE,
@@ -411,6 +412,29 @@ def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
     assert rows.loc["b" * 24, ["too_fast.fired", "qualification"]].tolist() == [1, "passed"]
     assert rows.loc["c" * 24, ["outcome", "suggested", "rule", "category"]].tolist() == [
         UNFINISHED, "look", UNFINISHED, "NO_CODE"]
+
+
+def test_a_flag_added_to_the_list_is_judged_in_the_review_file_and_on_the_dashboard(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    # The study's own flag, with the built-in ones: it fires on every rating.
+    mine = Flag("read_aloud", "a rationale was read aloud", lambda annotation, limits: (
+        True, "the rater said so"))
+    flags = (*FLAGS, mine)
+    path = tmp_path / "review.csv"
+
+    write_review(engine, study, path, flags=flags)
+    (shown,) = participant_rows(engine, study, flags)
+
+    row = pd.read_csv(path, dtype=str, keep_default_na=False).iloc[0]
+    assert row[["read_aloud.fired", "read_aloud.judged", "suggested", "rule", "details"]
+               ].tolist() == ["1", "1", "look", "flagged", "task 1: read_aloud: the rater said so"]
+    assert row["message"].endswith("They found a rationale was read aloud in 1 of 1 "
+                                   "conversations. The instructions asked for a considered "
+                                   "score and a written explanation of your own for every "
+                                   "question.")
+    assert [shown["flags"], shown["suggested"]] == ["read_aloud 1/1", "look"]
 
 
 def test_a_rating_without_typing_counts_is_not_measured_never_clean(tmp_path):
