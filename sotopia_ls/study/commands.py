@@ -27,11 +27,7 @@ from .settings import (
     SECRET_ENV,
     STUDY_FILE,
     Currency,
-    Reward,
-    completion_url,
-    default_database,
     read_study,
-    without_password,
 )
 
 
@@ -154,17 +150,8 @@ def study_command() -> None:
               default=STUDY_FILE, show_default=True, help="Where to write the study file.")
 @click.option("--force", is_flag=True, help="Replace an existing study file.")
 @server_options
-def init_command(
-    name: str, project: str, completion_code: str, completion_link: str | None,
-    raters_per_episode: int, episodes_per_participant: int, lease_minutes: float,
-    no_slots_code: str | None, no_slots_link: str | None, title: str, database: str | None,
-    secret_env: str, is_qualification: bool, screen_out_code: str | None,
-    screen_out_link: str | None, max_distance: int | None, requires_qualification: str | None,
-    gold_share: float, gold_references: Path | None, is_adaptive: bool,
-    disagreement_threshold: int | None, max_raters: int | None, target_width: float | None,
-    reward: float | None, currency: str | None, output: Path, force: bool, url: str | None,
-    api_key: str | None,
-) -> None:
+def init_command(project: str, output: Path, force: bool, url: str | None, api_key: str | None,
+                 **options: Any) -> None:
     """Write a study file for a Label Studio project (checked on the server).
 
     Example:
@@ -182,29 +169,9 @@ def init_command(
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
-    qualification = _qualification(is_qualification, screen_out_code, screen_out_link,
-                                    max_distance)
-    adaptive = _adaptive(is_adaptive, disagreement_threshold, max_raters, target_width)
-    if gold_references is not None and not (is_qualification or gold_share):
-        raise click.ClickException("--gold-references needs --qualification or --gold-share: "
-                                   "without either the study serves no gold episode")
-    given = database or default_database(name)
     with failures_as_messages():
         client = connect(url, api_key)
-        study = serve.init_study(
-            client, output, project=project, overwrite=force, name=name,
-            title=title, raters_per_episode=raters_per_episode,
-            episodes_per_participant=episodes_per_participant, lease_minutes=lease_minutes,
-            completion_code=completion_code,
-            completion_url=completion_link or completion_url(completion_code),
-            no_slots_code=no_slots_code,
-            no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code else None),
-            database=without_password(given), secret_env=secret_env,
-            qualification=qualification, requires_qualification=requires_qualification,
-            gold_share=gold_share,
-            gold_references=str(gold_references.resolve()) if gold_references else None,
-            adaptive=adaptive, reward=_reward(reward, currency),
-        )
+        study = serve.init_study(client, output, project=project, overwrite=force, **options)
         click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                    f"{study.raters_per_episode} raters per episode, "
                    f"{study.episodes_per_participant} episodes per participant")
@@ -224,59 +191,9 @@ def init_command(
     click.echo("On Prolific, set the study URL to\n  "
                + serve.participant_link(study, "https://YOUR-GATEWAY-ADDRESS"))
     click.echo(f"Before `sotopia-ls study serve`, set {study.secret_env} to a random key.")
-    if study.database != given:
+    if options["database"] is not None and study.database != options["database"]:
         click.echo(f"The database password was left out of {output}: give it to the gateway "
                    f"in {PASSWORD_PLACES}.")
-
-
-def _reward(amount: float | None, currency: str | None) -> Reward | None:
-    """The study file's reward: ``amount`` of ``currency`` in hundredths, as Prolific's API
-    takes it."""
-    if amount is None and currency is None:
-        return None
-    if amount is None or currency is None:
-        raise click.UsageError("--reward and --currency go together: the reward per "
-                               "submission and its currency (your Prolific account's)")
-    cents = round(amount * 100)
-    if abs(amount * 100 - cents) > 1e-6:
-        raise click.BadParameter(f"{amount} has more than two decimals", param_hint="--reward")
-    return Reward(cents=cents, currency=currency)
-
-
-def _qualification(is_qualification: bool, screen_out_code: str | None,
-                   screen_out_link: str | None, max_distance: int | None) -> dict | None:
-    """The study file's ``qualification`` from ``study init``'s options, or None for a study
-    that is no qualification round; options of a round given without ``--qualification``, or
-    a round without its screen-out code, are one line naming the option."""
-    if not is_qualification:
-        given = [option for option, value in (("--screen-out-code", screen_out_code),
-                                              ("--screen-out-url", screen_out_link),
-                                              ("--max-distance", max_distance))
-                 if value is not None]
-        if given:
-            raise click.ClickException(f"{given[0]} applies to a qualification round only: "
-                                       "add --qualification")
-        return None
-    if screen_out_code is None:
-        raise click.ClickException("--qualification needs --screen-out-code: the code for "
-                                   "participants who complete the round without passing")
-    rule = {} if max_distance is None else {"max_distance": max_distance}
-    return {"screen_out_code": screen_out_code,
-            "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
-
-
-def _adaptive(is_adaptive: bool, threshold: int | None, max_raters: int | None,
-              target_width: float | None) -> dict | None:
-    """The study file's ``adaptive`` from ``study init``'s options (None without
-    ``--adaptive``); its options given without it are one line naming the option."""
-    options = [("--disagreement-threshold", "threshold", threshold),
-               ("--max-raters", "max_raters", max_raters),
-               ("--target-width", "target_width", target_width)]
-    given = [(option, field, value) for option, field, value in options if value is not None]
-    if not is_adaptive and given:
-        raise click.ClickException(f"{given[0][0]} applies to adaptive extra raters only: add "
-                                   "--adaptive")
-    return {field: value for _, field, value in given} if is_adaptive else None
 
 
 @study_command.command("serve")
