@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 from conftest import invoke
+from sotopia_ls.errors import SotopiaLSError
 from sotopia_ls.exporter import OUTPUT_FILES
 from sotopia_ls.exporter.commands import export_command, report_command
+from sotopia_ls.exporter.request import ExportRequest
 
 
 def test_an_export_file_is_exported_without_a_server(export_file, tmp_path):
@@ -73,6 +75,29 @@ def test_usage_errors_say_what_to_do(export_file, tmp_path, args, message):
     result = invoke(export_command, *args, "-o", str(tmp_path / "out"))
     assert result.exit_code != 0 and message in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"project": "1", "overlap": 2}, "^--overlap is for --from-file"),
+    ({"from_file": "x.json", "adjudication": "4"}, "^--adjudication-project goes with --project"),
+    ({"project": "1", "database": "sqlite:///g.db"}, "^--database is for --study"),
+    ({"project": "1", "model_names": ("gpt3.5",)}, "^--model-name: 'gpt3.5' is not TAG=LABEL$"),
+])
+def test_an_export_request_refuses_an_option_that_would_do_nothing_naming_it(tmp_path, options,
+                                                                             message):
+    with pytest.raises(SotopiaLSError, match=message):
+        ExportRequest.from_options(output=tmp_path / "out", **options)
+
+
+def test_an_export_request_takes_a_database_from_the_environment_only_for_a_study(tmp_path):
+    asked = {"output": tmp_path / "out", "project": "1", "database": "sqlite:///g.db"}
+
+    alone = ExportRequest.from_options(database_from_environment=True, **asked)
+    studied = ExportRequest.from_options(database_from_environment=True, studies=(tmp_path,),
+                                         model_names=("gpt-4=GPT-4",), **asked)
+
+    assert alone.database is None and studied.database == "sqlite:///g.db"
+    assert dict(studied.model_names) == {"gpt-4": "GPT-4"}
 
 
 @pytest.mark.parametrize(

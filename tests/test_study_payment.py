@@ -376,12 +376,12 @@ def test_sending_without_a_token_says_how_to_go_on(engine, study):
         pay(engine, study, None, send=True)
 
 
-# --- the researcher's commands: the review file edited, read back, then --apply -------------
+# --- the researcher's commands: the review file edited, read back, then `study pay` ---------
 
 
-def review(runner: CliRunner, study_file: Path, *options: str,
-           env: dict[str, str] | None = None) -> Result:
-    return runner.invoke(main, ["study", "review", "--study", str(study_file), *options],
+def run(runner: CliRunner, command: str, study_file: Path, *options: str,
+        env: dict[str, str] | None = None) -> Result:
+    return runner.invoke(main, ["study", command, "--study", str(study_file), *options],
                          env={"PROLIFIC_TOKEN": "", **(env or {})})
 
 
@@ -390,9 +390,9 @@ def test_apply_approves_and_rejects_exactly_the_edited_rows_and_a_second_apply_s
     study_file = write_study(study, tmp_path / "study.json")
     arrived = [visitor(engine, study) for _ in range(4)]
     runner = CliRunner()
-    assert review(runner, study_file, "-o", str(tmp_path / "review.csv")).exit_code == 0
+    assert run(runner, "review", study_file, "-o", str(tmp_path / "review.csv")).exit_code == 0
     # The researcher edits the file: two approvals, a rejection with its message, one to look
-    # at again; the file is read back as `study review --decisions` reads it.
+    # at again; the file is read back as `study decide` reads it.
     edited = pd.read_csv(tmp_path / "review.csv", dtype=str, keep_default_na=False)
     decided = dict(zip([ids(engine, visit)[0] for visit in arrived],
                        ["approve", "reject", "approve", "look"], strict=True))
@@ -402,7 +402,7 @@ def test_apply_approves_and_rejects_exactly_the_edited_rows_and_a_second_apply_s
     edited.to_csv(tmp_path / "review.csv", index=False)
     record_decisions(engine, read_review(tmp_path / "review.csv", engine, study))
 
-    dry = review(runner, study_file, "--apply", "--prolific-url", prolific.base_url)
+    dry = run(runner, "pay", study_file, "--prolific-url", prolific.base_url)
 
     assert dry.exit_code == 0, dry.output
     assert "2 to approve (in 1 bulk-approve request(s)), 1 to reject, 1 waiting" in dry.output
@@ -410,8 +410,8 @@ def test_apply_approves_and_rejects_exactly_the_edited_rows_and_a_second_apply_s
                                "it)\n")
     assert prolific.requests == []
 
-    sent = review(runner, study_file, "--apply", "--send", "--prolific-url", prolific.base_url,
-                  env={"PROLIFIC_TOKEN": TOKEN})
+    sent = run(runner, "pay", study_file, "--send", "--prolific-url", prolific.base_url,
+               env={"PROLIFIC_TOKEN": TOKEN})
 
     assert sent.exit_code == 0, sent.output
     approved = [s for s, d in decided.items() if d == "approve"]
@@ -423,8 +423,8 @@ def test_apply_approves_and_rejects_exactly_the_edited_rows_and_a_second_apply_s
     assert "sent: 2 approved, 1 rejected" in sent.output
     assert TOKEN not in sent.output
 
-    again = review(runner, study_file, "--apply", "--send", "--prolific-url", prolific.base_url,
-                   env={"PROLIFIC_TOKEN": TOKEN})
+    again = run(runner, "pay", study_file, "--send", "--prolific-url", prolific.base_url,
+                env={"PROLIFIC_TOKEN": TOKEN})
 
     assert again.exit_code == 0, again.output
     assert "0 to approve (in 0 bulk-approve request(s)), 0 to reject" in again.output
@@ -438,8 +438,8 @@ def test_a_failed_action_exits_non_zero_after_saying_which(tmp_path, study, engi
     prolific.script[TRANSITION.format(submission)] = [(400, {"detail": "Not awaiting review."},
                                                        {})]
 
-    result = review(CliRunner(), study_file, "--apply", "--send", "--prolific-url",
-                    prolific.base_url, env={"PROLIFIC_TOKEN": TOKEN})
+    result = run(CliRunner(), "pay", study_file, "--send", "--prolific-url", prolific.base_url,
+                 env={"PROLIFIC_TOKEN": TOKEN})
 
     assert result.exit_code == 1
     assert (f"failed: reject submission {submission}: Prolific answered HTTP 400: Not awaiting "
@@ -448,19 +448,31 @@ def test_a_failed_action_exits_non_zero_after_saying_which(tmp_path, study, engi
                                   "again once fixed: it sends only what is left\n")
 
 
-@pytest.mark.parametrize(("options", "expected"), [
-    (["--send"], "--send, --prolific-files, --workspace and --group-name go with --apply"),
-    (["--apply", "--send"], "set PROLIFIC_TOKEN, or write the files for Prolific's own"),
-    (["--apply", "-o", "review.csv"], "-o writes the review file and --apply carries out"),
-])
-def test_options_that_cannot_work_are_refused_in_one_line(tmp_path, study, options, expected):
+def test_sending_without_a_token_is_refused_in_one_line(tmp_path, study):
     study_file = write_study(study, tmp_path / "study.json")
 
-    result = review(CliRunner(), study_file, *options)
+    result = run(CliRunner(), "pay", study_file, "--send")
+
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "set PROLIFIC_TOKEN, or write the files for Prolific's own" in result.output
+
+
+@pytest.mark.parametrize(("options", "moved", "command"), [
+    (["--apply"], "--apply", "pay"),
+    (["--apply", "--send"], "--apply", "pay"),
+    (["--prolific-files", "paid"], "--prolific-files", "pay"),
+    (["-o", "r.csv", "--decisions", "r.csv"], "--decisions", "decide"),
+])
+def test_review_options_that_became_commands_name_the_command(tmp_path, study, options, moved,
+                                                               command):
+    study_file = write_study(study, tmp_path / "study.json")
+
+    result = run(CliRunner(), "review", study_file, *options)
 
     assert result.exit_code != 0
-    assert expected in result.output
-    assert "Traceback" not in result.output
+    assert result.output == (f"Error: {moved} left `study review`: use "
+                             f"`sotopia-ls study {command}`\n")
+    assert not (tmp_path / "r.csv").exists()
 
 
 def test_a_decision_of_another_kind_in_the_database_is_refused_naming_the_visit(

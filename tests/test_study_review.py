@@ -28,7 +28,8 @@ from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.payment.prolific import MIN_REJECTION_MESSAGE
-from sotopia_ls.study.screening.flags import FLAGS, FlagResult, FlagThresholds
+from sotopia_ls.study.live.dashboard import participant_rows
+from sotopia_ls.study.screening.flags import FLAGS, Flag, FlagResult, FlagThresholds
 from sotopia_ls.study.screening.qualification import score_visit
 from sotopia_ls.study.screening.review import (
     APPROVE,
@@ -133,9 +134,12 @@ class RatedStudy:
                 participants.c.external_id == self.people[name].pid)).scalar_one()
 
     def review(self, *args: str) -> Result:
+        return CliRunner().invoke(main, ["study", "review", "--study", str(self.path), *args])
+
+    def decide(self, edited: Path) -> Result:
         return CliRunner().invoke(main, [
-            "study", "review", "--study", str(self.path), "--url", self.server.url,
-            "--api-key", self.server.credentials.api_key, *args])
+            "study", "decide", str(edited), "--study", str(self.path), "--url", self.server.url,
+            "--api-key", self.server.credentials.api_key])
 
     def decisions(self) -> dict[int, Row]:
         with self.engine.connect() as conn:
@@ -220,7 +224,7 @@ def test_no_cell_of_the_review_file_starts_a_spreadsheet_formula(rated, tmp_path
     frame["message"] = "-" * 3 + " " + "Your explanations were too short to show the reading " \
                        "the study asked for; please read the instructions again next time."
     frame.to_csv(tmp_path / "edited.csv", index=False)
-    assert rated.review("--decisions", str(tmp_path / "edited.csv")).exit_code == 0
+    assert rated.decide(tmp_path / "edited.csv").exit_code == 0
 
     assert rated.review("-o", str(tmp_path / "again.csv")).exit_code == 0
 
@@ -229,7 +233,7 @@ def test_no_cell_of_the_review_file_starts_a_spreadsheet_formula(rated, tmp_path
     assert cells and not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@")]
     assert "=HYPERLINK" not in text
     # Read back unchanged: the quote that made it text is no part of the message.
-    unchanged = rated.review("--decisions", str(tmp_path / "again.csv"))
+    unchanged = rated.decide(tmp_path / "again.csv")
     assert "decisions recorded: none; 3 as recorded before" in unchanged.output
 
 
@@ -247,7 +251,7 @@ def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rate
     frame.to_csv(tmp_path / "review.csv", index=False)
     metas = rated.metas()
 
-    recorded = rated.review("--decisions", str(tmp_path / "review.csv"))
+    recorded = rated.decide(tmp_path / "review.csv")
 
     assert recorded.exit_code == 0, recorded.output
     assert "decisions recorded: approve 1, reject 2; 0 as recorded before" in recorded.output
@@ -269,7 +273,7 @@ def test_edited_decisions_are_recorded_and_marked_on_the_label_studio_tasks(rate
     first = {visit: row.recorded_at for visit, row in rated.decisions().items()}
     frame.loc[straight, ["decision", "message", "category"]] = ["approve", "", ""]
     frame.to_csv(tmp_path / "review.csv", index=False)
-    again = rated.review("--decisions", str(tmp_path / "review.csv"))
+    again = rated.decide(tmp_path / "review.csv")
     assert "decisions recorded: approve 1; 2 as recorded before" in again.output
     later = rated.decisions()
     assert sum(later[visit].recorded_at > first[visit] for visit in later) == 1
@@ -288,7 +292,7 @@ def test_decisions_recorded_while_label_studio_is_away_are_marked_by_the_same_co
         record_review(tmp_path / "review.csv", rated.engine, rated.settings, away)
 
     assert len(rated.decisions()) == 3 and rated.marks() == {}
-    again = rated.review("--decisions", str(tmp_path / "review.csv"))
+    again = rated.decide(tmp_path / "review.csv")
     assert "decisions recorded: none; 3 as recorded before" in again.output
     assert "5 annotation(s) marked in Label Studio" in again.output and len(rated.marks()) == 5
 
@@ -337,7 +341,7 @@ def test_a_bad_edited_file_names_file_line_and_column_and_records_nothing(
         frame.loc[2, column] = value  # the third row: line 4 of the file
     frame.to_csv(tmp_path / "review.csv", index=False)
 
-    refused = rated.review("--decisions", str(tmp_path / "review.csv"))
+    refused = rated.decide(tmp_path / "review.csv")
 
     assert refused.exit_code != 0
     lines = refused.output.strip().splitlines()
@@ -408,6 +412,29 @@ def test_typing_qualification_and_unfinished_visits_reach_the_review(tmp_path):
     assert rows.loc["b" * 24, ["too_fast.fired", "qualification"]].tolist() == [1, "passed"]
     assert rows.loc["c" * 24, ["outcome", "suggested", "rule", "category"]].tolist() == [
         UNFINISHED, "look", UNFINISHED, "NO_CODE"]
+
+
+def test_a_flag_added_to_the_list_is_judged_in_the_review_file_and_on_the_dashboard(tmp_path):
+    study = make_study(tmp_path, 1)
+    engine = open_store(study.database)
+    recorded_visit(engine, "a", "completed", [(1, GOOD, 600.0)])
+    # The study's own flag, with the built-in ones: it fires on every rating.
+    mine = Flag("read_aloud", "a rationale was read aloud", lambda annotation, limits: (
+        True, "the rater said so"))
+    flags = (*FLAGS, mine)
+    path = tmp_path / "review.csv"
+
+    write_review(engine, study, path, flags=flags)
+    (shown,) = participant_rows(engine, study, flags)
+
+    row = pd.read_csv(path, dtype=str, keep_default_na=False).iloc[0]
+    assert row[["read_aloud.fired", "read_aloud.judged", "suggested", "rule", "details"]
+               ].tolist() == ["1", "1", "look", "flagged", "task 1: read_aloud: the rater said so"]
+    assert row["message"].endswith("They found a rationale was read aloud in 1 of 1 "
+                                   "conversations. The instructions asked for a considered "
+                                   "score and a written explanation of your own for every "
+                                   "question.")
+    assert [shown["flags"], shown["suggested"]] == ["read_aloud 1/1", "look"]
 
 
 def test_a_rating_without_typing_counts_is_not_measured_never_clean(tmp_path):
@@ -650,8 +677,8 @@ def test_writing_the_review_file_again_refuses_to_lose_edits_not_read_back(tmp_p
 
     assert refused.exit_code != 0 and "Traceback" not in refused.output
     assert refused.output.strip().splitlines() == [
-        f"Error: {path}: line 2 holds decisions not recorded (an edited review file?): read it "
-        "back with --decisions, or give --force to replace it"]
+        f"Error: {path}: line 2 holds decisions not recorded (an edited review file?): record "
+        "them with `study decide`, or give --force to replace it"]
     assert path.read_text() == edited
     assert write("--force").exit_code == 0
     assert pd.read_csv(path, dtype=str)["decision"].tolist() == ["approve"]

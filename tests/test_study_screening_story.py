@@ -231,8 +231,8 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
     looked = len(review) - len(edits)
     kinds = {"approve": 1, "look": looked, "reject": 1}
 
-    recorded = researcher.run("study", "review", "--study", main_file,
-                              "--decisions", researcher.path("review.csv"))
+    recorded = researcher.run("study", "decide", researcher.path("review.csv"),
+                              "--study", main_file)
     assert "decisions recorded: " + ", ".join(
         f"{kind} {count}" for kind, count in kinds.items() if count) in recorded.output
     assert "10 annotation(s) marked in Label Studio" in recorded.output
@@ -252,13 +252,13 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
 
     # --- paying on Prolific: the main study's decisions, then the round's participant group ------
     stand_in = ["--prolific-url", prolific.base_url]
-    dry = researcher.run("study", "review", "--study", main_file, "--apply", *stand_in)
+    dry = researcher.run("study", "pay", "--study", main_file, *stand_in)
     assert "1 to approve (in 1 bulk-approve request(s)), 1 to reject" in dry.output
     assert prolific.sent("POST") == []
-    paid = researcher.run("study", "review", "--study", main_file, "--apply", "--send",
-                          *stand_in, token=TOKEN)
-    grouped = researcher.run("study", "review", "--study", researcher.path(f"{ROUND}.json"),
-                             "--apply", "--send", "--workspace", "ws-1", *stand_in, token=TOKEN)
+    paid = researcher.run("study", "pay", "--study", main_file, "--send", *stand_in,
+                          token=TOKEN)
+    grouped = researcher.run("study", "pay", "--study", researcher.path(f"{ROUND}.json"),
+                             "--send", "--workspace", "ws-1", *stand_in, token=TOKEN)
     assert "sent: 1 approved, 1 rejected" in paid.output and TOKEN not in paid.output
     assert "2 added to participant group" in grouped.output
     assert prolific.sent("POST") == [
@@ -268,7 +268,7 @@ def test_a_researcher_screens_rates_reviews_pays_and_reports_a_crowd_study(
         ("POST", GROUPS, {"name": f"{ROUND}: passed the qualification", "workspace_id": "ws-1",
                           "participant_ids": [passer.pid, latecomer.pid]})]
     for study_file in (main_file, researcher.path(f"{ROUND}.json")):
-        again = researcher.run("study", "review", "--study", study_file, "--apply", "--send",
+        again = researcher.run("study", "pay", "--study", study_file, "--send",
                                "--workspace", "ws-1", *stand_in, token=TOKEN)
         assert "0 to approve (in 0 bulk-approve request(s)), 0 to reject" in again.output
     assert len(prolific.sent("POST")) == 3

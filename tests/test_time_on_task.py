@@ -25,6 +25,7 @@ from sqlalchemy import Engine, select, update
 from conftest import invoke, results_of
 from study_support import answers, make_study, prolific_id, study_project
 from sotopia_ls.cli import main
+from sotopia_ls.errors import StudyError
 from sotopia_ls.exporter.commands import export_command, report_command
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
@@ -263,3 +264,16 @@ def test_study_init_keeps_the_reward_in_hundredths_as_prolifics_api_takes_it(
     fraction = init("--reward", "2.355", "--currency", "GBP")
     assert fraction.exit_code != 0 and "more than two decimals" in fraction.output
     assert "Traceback" not in alone.output + fraction.output
+
+
+def test_the_study_file_is_built_from_init_s_options_without_label_studio():
+    study = StudyFile.from_options(project=3, name="paid", completion_code="C0DE",
+                                   database="postgresql://gateway:hunter2@db/study",
+                                   reward=2.35, currency="USD", is_adaptive=True)
+
+    assert study.completion_url == "https://app.prolific.com/submissions/complete?cc=C0DE"
+    assert study.database == "postgresql://gateway@db/study"
+    assert (study.reward, study.adaptive.max_raters) == (Reward(cents=235, currency="USD"), 3)
+    with pytest.raises(StudyError, match="^--reward: 2.355 has more than two decimals$"):
+        StudyFile.from_options(project=3, name="paid", completion_code="C0DE", reward=2.355,
+                               currency="GBP")

@@ -27,6 +27,7 @@ from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..study.settings import DATABASE_ENV
 from .export import ExportResult, Reading, export_file, export_project
 from .parallel import default_workers
+from .request import ExportRequest, check_source
 
 _SHOWN_ERRORS = 10
 
@@ -76,28 +77,6 @@ _source_options = _options(
                  show_default="one per CPU, at most 8",
                  help="Processes that decode and validate the export in parallel."),
 )
-
-
-def _model_names(pairs: tuple[str, ...]) -> dict[str, str]:
-    names = {}
-    for pair in pairs:
-        tag, sep, label = pair.partition("=")
-        if not sep or not tag:
-            raise click.BadParameter(f"{pair!r} is not TAG=LABEL", param_hint="--model-name")
-        names[tag] = label
-    return names
-
-
-def _check_source(project: str | None, from_file: Path | None, with_predictions: bool,
-                  *others: Path | None) -> None:
-    if sum(source is not None for source in (project, from_file, *others)) != 1:
-        names = "--project or --from-file" + (" or --from-export" if others else "")
-        raise click.UsageError(f"give exactly one of {names}")
-    if with_predictions and project is None:
-        raise click.UsageError(
-            "--with-predictions reads a live project's predictions (an export file lists them "
-            "by id only); give --project"
-        )
 
 
 def _identities(url: str | None, api_key: str | None) -> dict[int, str]:
@@ -167,12 +146,7 @@ def _echo_tally(result: ExportResult) -> None:
     "adjudicated ratings go into adjudicated_scores.csv (refused ones into "
     "adjudication_errors.jsonl); the raw scores are written as without it.",
 )
-def export_command(
-    project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
-    with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
-    output: Path, workers: int, model_names: tuple[str, ...], overlap: int | None,
-    studies: tuple[Path, ...], database: str | None, adjudication: str | None,
-) -> None:
+def export_command(**options: Any) -> None:
     """Validate every annotation and write the scores in Sotopia's formats.
 
     Writes annotations.jsonl (Sotopia AnnotationForEpisode), evaluations.jsonl, episodes.jsonl
@@ -201,38 +175,34 @@ def export_command(
         sotopia-ls export --project 3 --adjudication-project 4 -o results/
     """
     require_extra("export")
-    _check_source(project, from_file, with_predictions)
-    if overlap is not None and from_file is None:
-        raise click.UsageError("--overlap is for --from-file; a live project's is read from it")
-    if adjudication is not None and project is None:
-        raise click.UsageError("--adjudication-project goes with --project: both are read "
-                               "from Label Studio")
     given = click.get_current_context().get_parameter_source("database")
-    if given is ParameterSource.COMMANDLINE and not studies:
-        raise click.UsageError("--database is for --study: it reads the study's gateway database")
-    names = _model_names(model_names)
     with failures_as_messages():
-        records, times = _study_records(studies, database)
-        if from_file is not None:
-            result = export_file(
-                from_file, output, identities=_identities(url, api_key), model_names=names,
-                keep_identities=keep_identities, raw_csv=raw_csv, overlap=overlap,
-                exclude_rejected=exclude_rejected, studies=records, time_on_task=times,
-                reading=Reading(workers), progress=True,
-            )
-        else:
-            result = export_project(
-                connect(url, api_key), project, output, model_names=names,
-                with_predictions=with_predictions, keep_identities=keep_identities,
-                raw_csv=raw_csv, exclude_rejected=exclude_rejected, studies=records,
-                time_on_task=times, adjudication=adjudication, reading=Reading(workers),
-                progress=True,
-            )
+        request = ExportRequest.from_options(
+            database_from_environment=given is not ParameterSource.COMMANDLINE, **options)
+        result = run_export(request, progress=True)
     _echo_tally(result)
     _echo_adjudicated(result)
     excluded = (f"; {result.tally.excluded} marked reject in review excluded"
-                if exclude_rejected else "")
-    click.echo(f"wrote {output}/ ({result.tally.exported} annotation(s){excluded})")
+                if request.exclude_rejected else "")
+    click.echo(f"wrote {request.output}/ ({result.tally.exported} annotation(s){excluded})")
+
+
+def run_export(request: ExportRequest, *, progress: bool = False) -> ExportResult:
+    """Export what ``request`` asks for: its studies' records read first, then the export
+    file or the live project."""
+    records, times = _study_records(request.studies, request.database)
+    common: dict[str, Any] = {
+        "model_names": request.model_names, "keep_identities": request.keep_identities,
+        "raw_csv": request.raw_csv, "exclude_rejected": request.exclude_rejected,
+        "studies": records, "time_on_task": times, "reading": Reading(request.workers),
+        "progress": progress}
+    if request.from_file is not None:
+        return export_file(request.from_file, request.output,
+                           identities=_identities(request.url, request.api_key),
+                           overlap=request.overlap, **common)
+    return export_project(connect(request.url, request.api_key), request.project,
+                          request.output, with_predictions=request.with_predictions,
+                          adjudication=request.adjudication, **common)
 
 
 def _echo_adjudicated(result: ExportResult) -> None:
@@ -317,7 +287,8 @@ def report_command(
     require_extra("export")
     from ..report.build import report_export, report_file, report_project
 
-    _check_source(project, from_file, with_predictions, from_export)
+    with failures_as_messages():
+        check_source(project, from_file, with_predictions, from_export)
     if from_export is not None and keep_identities:
         raise click.UsageError("--keep-identities does nothing with --from-export: the report "
                                "keeps the names the export gave")

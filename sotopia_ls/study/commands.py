@@ -7,8 +7,6 @@ SQLAlchemy) comes with the ``study`` extra and is imported only when a command n
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -29,12 +27,7 @@ from .settings import (
     SECRET_ENV,
     STUDY_FILE,
     Currency,
-    Reward,
-    StudyFile,
-    completion_url,
-    default_database,
     read_study,
-    without_password,
 )
 
 
@@ -157,17 +150,8 @@ def study_command() -> None:
               default=STUDY_FILE, show_default=True, help="Where to write the study file.")
 @click.option("--force", is_flag=True, help="Replace an existing study file.")
 @server_options
-def init_command(
-    name: str, project: str, completion_code: str, completion_link: str | None,
-    raters_per_episode: int, episodes_per_participant: int, lease_minutes: float,
-    no_slots_code: str | None, no_slots_link: str | None, title: str, database: str | None,
-    secret_env: str, is_qualification: bool, screen_out_code: str | None,
-    screen_out_link: str | None, max_distance: int | None, requires_qualification: str | None,
-    gold_share: float, gold_references: Path | None, is_adaptive: bool,
-    disagreement_threshold: int | None, max_raters: int | None, target_width: float | None,
-    reward: float | None, currency: str | None, output: Path, force: bool, url: str | None,
-    api_key: str | None,
-) -> None:
+def init_command(project: str, output: Path, force: bool, url: str | None, api_key: str | None,
+                 **options: Any) -> None:
     """Write a study file for a Label Studio project (checked on the server).
 
     Example:
@@ -185,29 +169,9 @@ def init_command(
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
 
-    qualification = _qualification(is_qualification, screen_out_code, screen_out_link,
-                                    max_distance)
-    adaptive = _adaptive(is_adaptive, disagreement_threshold, max_raters, target_width)
-    if gold_references is not None and not (is_qualification or gold_share):
-        raise click.ClickException("--gold-references needs --qualification or --gold-share: "
-                                   "without either the study serves no gold episode")
-    given = database or default_database(name)
     with failures_as_messages():
         client = connect(url, api_key)
-        study = serve.init_study(
-            client, output, project=project, overwrite=force, name=name,
-            title=title, raters_per_episode=raters_per_episode,
-            episodes_per_participant=episodes_per_participant, lease_minutes=lease_minutes,
-            completion_code=completion_code,
-            completion_url=completion_link or completion_url(completion_code),
-            no_slots_code=no_slots_code,
-            no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code else None),
-            database=without_password(given), secret_env=secret_env,
-            qualification=qualification, requires_qualification=requires_qualification,
-            gold_share=gold_share,
-            gold_references=str(gold_references.resolve()) if gold_references else None,
-            adaptive=adaptive, reward=_reward(reward, currency),
-        )
+        study = serve.init_study(client, output, project=project, overwrite=force, **options)
         click.echo(f"wrote {output}: study {study.name} on project {study.project}, "
                    f"{study.raters_per_episode} raters per episode, "
                    f"{study.episodes_per_participant} episodes per participant")
@@ -227,59 +191,9 @@ def init_command(
     click.echo("On Prolific, set the study URL to\n  "
                + serve.participant_link(study, "https://YOUR-GATEWAY-ADDRESS"))
     click.echo(f"Before `sotopia-ls study serve`, set {study.secret_env} to a random key.")
-    if study.database != given:
+    if options["database"] is not None and study.database != options["database"]:
         click.echo(f"The database password was left out of {output}: give it to the gateway "
                    f"in {PASSWORD_PLACES}.")
-
-
-def _reward(amount: float | None, currency: str | None) -> Reward | None:
-    """The study file's reward: ``amount`` of ``currency`` in hundredths, as Prolific's API
-    takes it."""
-    if amount is None and currency is None:
-        return None
-    if amount is None or currency is None:
-        raise click.UsageError("--reward and --currency go together: the reward per "
-                               "submission and its currency (your Prolific account's)")
-    cents = round(amount * 100)
-    if abs(amount * 100 - cents) > 1e-6:
-        raise click.BadParameter(f"{amount} has more than two decimals", param_hint="--reward")
-    return Reward(cents=cents, currency=currency)
-
-
-def _qualification(is_qualification: bool, screen_out_code: str | None,
-                   screen_out_link: str | None, max_distance: int | None) -> dict | None:
-    """The study file's ``qualification`` from ``study init``'s options, or None for a study
-    that is no qualification round; options of a round given without ``--qualification``, or
-    a round without its screen-out code, are one line naming the option."""
-    if not is_qualification:
-        given = [option for option, value in (("--screen-out-code", screen_out_code),
-                                              ("--screen-out-url", screen_out_link),
-                                              ("--max-distance", max_distance))
-                 if value is not None]
-        if given:
-            raise click.ClickException(f"{given[0]} applies to a qualification round only: "
-                                       "add --qualification")
-        return None
-    if screen_out_code is None:
-        raise click.ClickException("--qualification needs --screen-out-code: the code for "
-                                   "participants who complete the round without passing")
-    rule = {} if max_distance is None else {"max_distance": max_distance}
-    return {"screen_out_code": screen_out_code,
-            "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
-
-
-def _adaptive(is_adaptive: bool, threshold: int | None, max_raters: int | None,
-              target_width: float | None) -> dict | None:
-    """The study file's ``adaptive`` from ``study init``'s options (None without
-    ``--adaptive``); its options given without it are one line naming the option."""
-    options = [("--disagreement-threshold", "threshold", threshold),
-               ("--max-raters", "max_raters", max_raters),
-               ("--target-width", "target_width", target_width)]
-    given = [(option, field, value) for option, field, value in options if value is not None]
-    if not is_adaptive and given:
-        raise click.ClickException(f"{given[0][0]} applies to adaptive extra raters only: add "
-                                   "--adaptive")
-    return {field: value for _, field, value in given} if is_adaptive else None
 
 
 @study_command.command("serve")
@@ -473,174 +387,163 @@ def shelve_command(study_path: Path, database: str | None, assignments: tuple[in
         click.echo("no rating was refused: nothing to shelve")
 
 
-@dataclass(frozen=True)
-class _Payment:
-    """``study review --apply``'s options (``payment.apply_decisions``)."""
-
-    send: bool
-    files_dir: Path | None
-    workspace_id: str | None
-    group_name: str | None
-    token: str | None = field(repr=False)
-    api_url: str
-
-    def carry_out(self, engine: Any, study: StudyFile) -> None:
-        """Print the plan, write or send it; one line per failure and a non-zero exit."""
-        from .payment.apply import apply_decisions
-        from .payment.prolific import Prolific
-
-        with failures_as_messages():
-            prolific = Prolific(self.token, base_url=self.api_url) if self.token else None
-            done = apply_decisions(engine, study, prolific=prolific, send=self.send,
-                                   files_dir=self.files_dir, group_name=self.group_name,
-                                   workspace_id=self.workspace_id)
-        for line in done.lines():
-            click.echo(line)
-        if done.sent is not None and done.sent.failures:
-            raise click.ClickException(f"{len(done.sent.failures)} action(s) failed (above); "
-                                       "run the same command again once fixed: it sends only "
-                                       "what is left")
-
-
-_PAYMENT_OPTIONS = (
-    click.option("--apply", "carry_out", is_flag=True,
-                 help="Carry out the recorded decisions on Prolific; prints what it would send "
-                 "and sends nothing without --send (with --decisions: after recording them)."),
-    click.option("--send", is_flag=True,
-                 help="With --apply: send it (needs a Prolific API token); each action is "
-                 "recorded, so a rerun sends nothing twice. A request Prolific throttles or "
-                 f"fails is sent again up to {RETRIES} times; a redirect is never followed."),
-    click.option("--prolific-files", "files_dir",
-                 type=click.Path(file_okay=False, path_type=Path),
-                 help="With --apply: write the recorded decisions into this folder (replaced "
-                 "whole) as the files Prolific's screens take, the same decisions before and "
-                 "after --send: approve-<study id>.txt and reject-<study id>.csv hold those "
-                 "not sent yet, sent-<study id>.csv those Prolific accepted (with --send, "
-                 "this run's too), allow-list.txt every passer. Needs no token."),
-    click.option("--workspace", "workspace_id",
-                 help="With --apply: the Prolific workspace id a qualification round's "
-                 "participant group is made in (in the address of its page on Prolific)."),
-    click.option("--group-name",
-                 help="With --apply: the name of that participant group [default: "
-                 "'<study>: passed the qualification']."),
-    click.option("--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
-                 help="Prolific API token, for --send. Never printed. Safer in the environment "
-                 "variable: a command line shows in the process list and the shell's history."),
-    click.option("--prolific-url", "api_url", default=API_URL, show_default=True,
-                 help="Prolific's API address (https; http only on this machine)."),
-)
-
-
-def _payment_options(command: Any) -> Any:
-    """``--apply`` and its options, handed to ``command`` as ``payment`` (None without
-    ``--apply``; its options alone are a usage error)."""
-
-    @functools.wraps(command)
-    def with_payment(*args: Any, carry_out: bool, send: bool, files_dir: Path | None,
-                     workspace_id: str | None, group_name: str | None, token: str | None,
-                     api_url: str, **kwargs: Any) -> Any:
-        if not carry_out and (send or files_dir or workspace_id or group_name):
-            raise click.UsageError("--send, --prolific-files, --workspace and --group-name go "
-                                   "with --apply")
-        payment = _Payment(send, files_dir, workspace_id, group_name, token,
-                           api_url) if carry_out else None
-        return command(*args, payment=payment, **kwargs)
-
-    for option in reversed(_PAYMENT_OPTIONS):
-        with_payment = option(with_payment)
-    return with_payment
-
-
 def _by_kind(counts: dict[str, int]) -> str:
     return ", ".join(f"{kind} {counts[kind]}" for kind in sorted(counts)) or "none"
 
 
-@study_command.command("review")
+# `study review`'s former options and the commands that took them over.
+_MOVED = {"--decisions": "decide", **dict.fromkeys(
+    ("--apply", "--send", "--prolific-files", "--workspace", "--group-name", "--prolific-token",
+     "--prolific-url"), "pay")}
+
+
+class _ReviewCommand(click.Command):
+    """``study review``: an option that moved to ``study decide`` or ``study pay`` is one line
+    naming that command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            if error.option_name not in _MOVED:
+                raise
+            raise click.ClickException(f"{error.option_name} left `study review`: use "
+                                       f"`sotopia-ls study {_MOVED[error.option_name]}`") from None
+
+
+@study_command.command("review", cls=_ReviewCommand)
 @_study_option
 @_database_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("review.csv"), show_default=True,
               help="Where to write the review file.")
 @click.option("--force", is_flag=True,
-              help="With -o: replace a review file there even when it holds decisions not "
-              "recorded yet (edits not read back with --decisions).")
-@click.option("--decisions", "edited", type=click.Path(dir_okay=False, path_type=Path),
-              help="An edited review file to read back: its decisions are recorded and the "
-              "annotations marked in Label Studio (nothing is written when a row is bad).")
-@server_options
-@_payment_options
-def review_command(study_path: Path, database: str | None, output: Path, force: bool,
-                   edited: Path | None, url: str | None, api_key: str | None,
-                   payment: _Payment | None) -> None:
-    """Write the review file (one row per Prolific submission), read an edited one back, or
-    carry its decisions out on Prolific.
+              help="Replace a review file there even when it holds decisions not recorded yet "
+              "(edits not read back with `study decide`).")
+def review_command(study_path: Path, database: str | None, output: Path, force: bool) -> None:
+    """Write the review file: one row per Prolific submission, with a suggested decision.
 
     Each row holds the submission's episodes, minutes on task, quality flags, distance to
     the gold references and a suggested decision (approve, look or reject) with a message
     written for the participant and Prolific's rejection category; in a qualification round
     the verdict decides (a passer approve, a failed one screened_out: nothing to send). Edit
-    the columns decision, message and category, then read the file back with --decisions;
-    -o refuses to replace a file holding decisions not read back (--force replaces it).
-    Reading the database needs no Label Studio; recording decisions marks the annotations
-    there. Writing the file also prints the pay per hour the study's reward comes to.
-
-    --apply carries the recorded decisions out on Prolific: approvals in bulk, each rejection
-    with its message and category, a qualification round's passers as a participant group.
-    It prints what it would send and sends nothing without --send; each action sent is
-    recorded, so running it again sends only what is left. --prolific-files writes the
-    decisions as files for Prolific's own screens (no token needed): those not sent yet to
-    approve or reject by hand, those Prolific accepted listed apart.
+    the columns decision, message and category, then record them with `study decide`; -o
+    refuses to replace a file holding decisions not read back (--force replaces it). Reads
+    the gateway's database only, and also prints the pay per hour the study's reward comes to.
 
     Example:
 
         sotopia-ls study review --study study.json -o review.csv
-
-        sotopia-ls study review --study study.json --decisions review.csv
-
-        sotopia-ls study review --study study.json --apply
-
-        PROLIFIC_TOKEN=... sotopia-ls study review --apply --send
-
-        sotopia-ls study review --apply --prolific-files paid/
     """
-    given = click.get_current_context().get_parameter_source("output")
-    if edited is not None and given is ParameterSource.COMMANDLINE:
-        raise click.UsageError("give -o to write the review file or --decisions to read an "
-                               "edited one back, not both")
-    if payment is not None and given is ParameterSource.COMMANDLINE:
-        raise click.UsageError("-o writes the review file and --apply carries out the recorded "
-                               "decisions: give one at a time")
     _, _, store = _web_stack()
-    from ..labelstudio.client import connect
     from .payment.hourly import hourly_pay, pay_lines
-    from .screening.review import record_review, write_review
+    from .screening.review import write_review
 
     with failures_as_messages():
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
-        if edited is None and payment is None:
-            rows = write_review(engine, study, output, force=force)
-            pay = hourly_pay(engine, study)
-        elif edited is not None:
-            done = record_review(edited, engine, study, connect(url, api_key))
-    if edited is None and payment is None:
-        suggested = rows["suggested"].replace("", "no suggestion").value_counts().to_dict()
-        click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: "
-                   f"{_by_kind(suggested)}")
-        for line in pay_lines(study, pay):
-            click.echo(line)
-        return
-    if edited is not None:
-        click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "
-                   f"{done.unchanged} as recorded before")
-        click.echo(f"{done.marked.annotations} annotation(s) marked in Label Studio "
-                   f"({done.marked.tasks} task(s) changed)")
-        if done.marked.unsaved:
-            click.echo(f"{done.marked.unsaved} rating(s) of these submissions not yet saved in "
-                       "Label Studio, so not marked: run the same command again once `study "
-                       "status` shows none waiting")
-    if payment is not None:
-        payment.carry_out(engine, study)
+        rows = write_review(engine, study, output, force=force)
+        pay = hourly_pay(engine, study)
+    suggested = rows["suggested"].replace("", "no suggestion").value_counts().to_dict()
+    click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: {_by_kind(suggested)}")
+    for line in pay_lines(study, pay):
+        click.echo(line)
+
+
+@study_command.command("decide")
+@click.argument("edited", type=click.Path(dir_okay=False, path_type=Path))
+@_study_option
+@_database_option
+@server_options
+def decide_command(edited: Path, study_path: Path, database: str | None, url: str | None,
+                   api_key: str | None) -> None:
+    """Record the decisions of an edited review file and mark the annotations in Label Studio.
+
+    Every row is checked first (nothing is recorded when a row is bad); a decision recorded
+    before is left as it is. `study pay` then carries the recorded decisions out on Prolific.
+
+    Example:
+
+        sotopia-ls study decide review.csv --study study.json
+    """
+    _, _, store = _web_stack()
+    from ..labelstudio.client import connect
+    from .screening.review import record_review
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        done = record_review(edited, engine, study, connect(url, api_key))
+    click.echo(f"{edited}: decisions recorded: {_by_kind(done.recorded)}; "
+               f"{done.unchanged} as recorded before")
+    click.echo(f"{done.marked.annotations} annotation(s) marked in Label Studio "
+               f"({done.marked.tasks} task(s) changed)")
+    if done.marked.unsaved:
+        click.echo(f"{done.marked.unsaved} rating(s) of these submissions not yet saved in "
+                   "Label Studio, so not marked: run the same command again once `study "
+                   "status` shows none waiting")
+
+
+@study_command.command("pay")
+@_study_option
+@_database_option
+@click.option("--send", is_flag=True,
+              help="Send it (needs a Prolific API token); each action is recorded, so a rerun "
+              "sends nothing twice. A request Prolific throttles or fails is sent again up to "
+              f"{RETRIES} times; a redirect is never followed.")
+@click.option("--prolific-files", "files_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write the recorded decisions into this folder (replaced whole) as the files "
+              "Prolific's screens take, the same decisions before and after --send: "
+              "approve-<study id>.txt and reject-<study id>.csv hold those not sent yet, "
+              "sent-<study id>.csv those Prolific accepted (with --send, this run's too), "
+              "allow-list.txt every passer. Needs no token.")
+@click.option("--workspace", "workspace_id",
+              help="The Prolific workspace id a qualification round's participant group is "
+              "made in (in the address of its page on Prolific).")
+@click.option("--group-name",
+              help="The name of that participant group [default: '<study>: passed the "
+              "qualification'].")
+@click.option("--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
+              help="Prolific API token, for --send. Never printed. Safer in the environment "
+              "variable: a command line shows in the process list and the shell's history.")
+@click.option("--prolific-url", "api_url", default=API_URL, show_default=True,
+              help="Prolific's API address (https; http only on this machine).")
+def pay_command(study_path: Path, database: str | None, send: bool, files_dir: Path | None,
+                workspace_id: str | None, group_name: str | None, token: str | None,
+                api_url: str) -> None:
+    """Carry the recorded decisions out on Prolific: a dry run unless --send.
+
+    Approvals go in bulk, each rejection with its message and category, a qualification
+    round's passers as a participant group. Without --send it prints what it would send and
+    sends nothing; each action sent is recorded, so running it again sends only what is left.
+    --prolific-files writes the decisions as files for Prolific's own screens (no token
+    needed): those not sent yet to approve or reject by hand, those Prolific accepted listed
+    apart.
+
+    Example:
+
+        sotopia-ls study pay --study study.json
+
+        PROLIFIC_TOKEN=... sotopia-ls study pay --study study.json --send
+
+        sotopia-ls study pay --study study.json --prolific-files paid/
+    """
+    _, _, store = _web_stack()
+    from .payment.apply import apply_decisions
+    from .payment.prolific import Prolific
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        prolific = Prolific(token, base_url=api_url) if token else None
+        done = apply_decisions(engine, study, prolific=prolific, send=send, files_dir=files_dir,
+                               group_name=group_name, workspace_id=workspace_id)
+    for line in done.lines():
+        click.echo(line)
+    if done.sent is not None and done.sent.failures:
+        raise click.ClickException(f"{len(done.sent.failures)} action(s) failed (above); run "
+                                   "the same command again once fixed: it sends only what is "
+                                   "left")
 
 
 @study_command.command("fetch-editor")

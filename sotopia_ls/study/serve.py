@@ -22,7 +22,7 @@ from .serving.gateway import (
     project_config,
 )
 from .serving.security import GatewayH11Protocol
-from .settings import StudyFile, new_study, write_study
+from .settings import StudyFile, write_study
 from .slots.leases import Added
 from .store import open_store
 
@@ -39,12 +39,12 @@ PROLIFIC_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&S
 
 
 def init_study(client: Client, path: Path, *, project: str, overwrite: bool = False,
-               **fields: object) -> StudyFile:
+               **options: Any) -> StudyFile:
     """Write the study file for ``project`` (id or exact title) after checking the project:
-    it must exist and keep the rating contract. ``fields`` are ``StudyFile``'s."""
+    it must exist and keep the rating contract. ``options`` are ``StudyFile.from_options``'s."""
     found = find_project(client, project)
     check_labeling_config(found.label_config)
-    study = new_study(project=found.id, **fields)
+    study = StudyFile.from_options(project=found.id, **options)
     write_study(study, path, overwrite=overwrite)
     return study
 

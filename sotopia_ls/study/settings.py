@@ -232,6 +232,39 @@ class StudyFile(BaseModel):
                              f"({self.raters_per_episode}): it counts the added slots too")
         return self
 
+    @classmethod
+    def from_options(
+        cls, *, name: str, completion_code: str, completion_link: str | None = None,
+        no_slots_code: str | None = None, no_slots_link: str | None = None,
+        database: str | None = None, is_qualification: bool = False,
+        screen_out_code: str | None = None, screen_out_link: str | None = None,
+        max_distance: int | None = None, gold_share: float = 0,
+        gold_references: Path | None = None, is_adaptive: bool = False,
+        disagreement_threshold: int | None = None, max_raters: int | None = None,
+        target_width: float | None = None, reward: float | None = None,
+        currency: str | None = None, **fields: object,
+    ) -> StudyFile:
+        """The study ``study init``'s options describe: Prolific's links for codes given
+        without one, the default database (its password left out), the options of a
+        qualification round or of adaptive raters checked; an option that does nothing in the
+        combination given is one line naming it."""
+        qualification = _qualification(is_qualification, screen_out_code, screen_out_link,
+                                       max_distance)
+        adaptive = _adaptive(is_adaptive, disagreement_threshold, max_raters, target_width)
+        if gold_references is not None and not (is_qualification or gold_share):
+            raise StudyError("--gold-references needs --qualification or --gold-share: "
+                             "without either the study serves no gold episode")
+        return new_study(
+            name=name, completion_code=completion_code,
+            completion_url=completion_link or completion_url(completion_code),
+            no_slots_code=no_slots_code,
+            no_slots_url=no_slots_link or (completion_url(no_slots_code) if no_slots_code
+                                           else None),
+            database=without_password(database or default_database(name)),
+            qualification=qualification, gold_share=gold_share,
+            gold_references=str(gold_references.resolve()) if gold_references else None,
+            adaptive=adaptive, reward=_reward(reward, currency), **fields)
+
     @property
     def uses_gold(self) -> bool:
         """Whether the study serves gold episodes (a qualification, or hidden gold)."""
@@ -264,6 +297,55 @@ class StudyFile(BaseModel):
             return None
         keep_secret(value)
         return check_secret(value, self.dashboard_token_env, "token")
+
+
+def _reward(amount: float | None, currency: str | None) -> Reward | None:
+    """The study file's reward: ``amount`` of ``currency`` in hundredths, as Prolific's API
+    takes it."""
+    if amount is None and currency is None:
+        return None
+    if amount is None or currency is None:
+        raise StudyError("--reward and --currency go together: the reward per submission and "
+                         "its currency (your Prolific account's)")
+    cents = round(amount * 100)
+    if abs(amount * 100 - cents) > 1e-6:
+        raise StudyError(f"--reward: {amount} has more than two decimals")
+    return Reward(cents=cents, currency=currency)
+
+
+def _qualification(is_qualification: bool, screen_out_code: str | None,
+                   screen_out_link: str | None, max_distance: int | None) -> dict | None:
+    """The study file's ``qualification`` from ``study init``'s options, or None for a study
+    that is no qualification round; options of a round given without ``--qualification``, or
+    a round without its screen-out code, are one line naming the option."""
+    if not is_qualification:
+        given = [option for option, value in (("--screen-out-code", screen_out_code),
+                                              ("--screen-out-url", screen_out_link),
+                                              ("--max-distance", max_distance))
+                 if value is not None]
+        if given:
+            raise StudyError(f"{given[0]} applies to a qualification round only: add "
+                             "--qualification")
+        return None
+    if screen_out_code is None:
+        raise StudyError("--qualification needs --screen-out-code: the code for participants "
+                         "who complete the round without passing")
+    rule = {} if max_distance is None else {"max_distance": max_distance}
+    return {"screen_out_code": screen_out_code,
+            "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
+
+
+def _adaptive(is_adaptive: bool, threshold: int | None, max_raters: int | None,
+              target_width: float | None) -> dict | None:
+    """The study file's ``adaptive`` from ``study init``'s options (None without
+    ``--adaptive``); its options given without it are one line naming the option."""
+    options = [("--disagreement-threshold", "threshold", threshold),
+               ("--max-raters", "max_raters", max_raters),
+               ("--target-width", "target_width", target_width)]
+    given = [(option, field, value) for option, field, value in options if value is not None]
+    if not is_adaptive and given:
+        raise StudyError(f"{given[0][0]} applies to adaptive extra raters only: add --adaptive")
+    return {field: value for _, field, value in given} if is_adaptive else None
 
 
 def default_database(name: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ...dimensions import RUBRIC
-from ..screening.flags import FLAGS
+from ..screening.flags import FLAGS, Flag
 from ..serving.overload import Throttle, client_address
 from ..serving.security import bounded_body
 from ..settings import StudyFile
@@ -98,18 +98,19 @@ def progress(engine: Engine, study: StudyFile) -> dict[str, Any]:
     }
 
 
-def participant_rows(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
-    """Each visit as the review file has it, cut to what the dashboard shows: which flags
-    fired, on how many of the ratings each judged. Run in the worker process (``live``): the
-    review's tables (pandas) stay out of the gateway's."""
+def participant_rows(engine: Engine, study: StudyFile,
+                     flags: Sequence[Flag] = FLAGS) -> list[dict[str, Any]]:
+    """Each visit as the review file has it, cut to what the dashboard shows: which of
+    ``flags`` fired, on how many of the ratings each judged. Run in the worker process
+    (``live``): the review's tables (pandas) stay out of the gateway's."""
     import pandas as pd
 
     from ..screening.review import review_rows
 
     rows = []
-    for row in review_rows(engine, study).to_dict("records"):
+    for row in review_rows(engine, study, flags).to_dict("records"):
         fired = [f"{flag.name} {row[f'{flag.name}.fired']}/{row[f'{flag.name}.judged']}"
-                 for flag in FLAGS if row[f"{flag.name}.fired"]]
+                 for flag in flags if row[f"{flag.name}.fired"]]
         rows.append({
             "participant": row["participant"], "outcome": row["outcome"],
             "episodes": int(row["episodes"]), "gold_episodes": int(row["gold_episodes"]),

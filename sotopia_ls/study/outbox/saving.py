@@ -149,7 +149,7 @@ def mark_added_slot(engine: Engine, client: Client, assignment: Assignment, anno
 
     Label Studio replaces a task's meta whole: the gateway's marks of one task take turns
     (``marks.meta_turn``), with no transaction of the gateway's database open during the Label
-    Studio calls. Other writers of the meta (``study review --decisions``, ``evaluate``) do not
+    Studio calls. Other writers of the meta (``study decide``, ``evaluate``) do not
     take these turns: one writing the task's meta at the very moment of a mark could drop it
     (or the mark their change). ``store.added_ratings`` keeps every such rating's slot
     whatever the meta says."""

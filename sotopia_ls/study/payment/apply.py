@@ -98,7 +98,7 @@ class Plan:
     screened_out: int = 0  # a qualification round's screen-outs: nothing to send
 
     def lines(self) -> list[str]:
-        """The plan, one line per action, as ``study review --apply`` prints it."""
+        """The plan, one line per action, as ``study pay`` prints it."""
         requests = -(-len(self.approvals) // BULK_APPROVE_LIMIT)
         out = [(f"study {self.study}: {len(self.approvals)} to approve (in {requests} "
                 f"bulk-approve request(s)), {len(self.rejections)} to reject, "
@@ -134,7 +134,7 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
         if decided.decision not in DECISIONS:
             raise StudyError(f"study {study.name}: visit {decided.visit_id} has the decision "
                              f"{decided.decision!r}, none of {', '.join(DECISIONS)}; record the "
-                             "review file again with `study review --decisions`")
+                             "review file again with `study decide`")
         if decided.sent is None:
             kinds[decided.decision].append(decided)
         elif decided.sent == decided.decision:

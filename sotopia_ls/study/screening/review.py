@@ -45,6 +45,7 @@ from .flags import (
     FLAGS,
     Annotation,
     Earlier,
+    Flag,
     FlagResult,
     FlagThresholds,
     Typing,
@@ -64,11 +65,14 @@ SCREENED_OUT = "screened_out"
 DECISIONS: tuple[str, ...] = (*REVIEW_DECISIONS, SCREENED_OUT)
 IDENTITY = ("participant", "submission")
 EDITABLE = ("decision", "message", "category")
-COLUMNS: tuple[str, ...] = (
-    *IDENTITY, "outcome", "episodes", "gold_episodes", "minutes", "median_minutes",
-    *(f"{flag.name}.{count}" for flag in FLAGS for count in ("fired", "judged")),
-    "gold_distance", "qualification", "suggested", "rule", "details", *EDITABLE,
-)
+
+
+def columns(flags: Sequence[Flag] = FLAGS) -> tuple[str, ...]:
+    """The review file's columns, two for each flag of ``flags``."""
+    return (*IDENTITY, "outcome", "episodes", "gold_episodes", "minutes", "median_minutes",
+            *(f"{flag.name}.{count}" for flag in flags for count in ("fired", "judged")),
+            "gold_distance", "qualification", "suggested", "rule", "details", *EDITABLE)
+
 
 # What each flag found, as a participant reads it in a rejection: ``fired`` and ``judged``
 # count their ratings, the other names are the study's thresholds (``FlagThresholds``).
@@ -195,18 +199,21 @@ def suggestion(visit: Visit) -> Rule:
     return next((rule for rule in RULES if rule.applies(visit)), APPROVE)
 
 
-def participant_message(visit: Visit, rule: Rule, thresholds: FlagThresholds) -> str:
-    """What a rejection by ``rule`` tells the participant: its opening, then each check that
-    failed (with how often, except the gold distance); empty for a rule without an opening
-    (an approval, a screen-out)."""
+def participant_message(visit: Visit, rule: Rule, thresholds: FlagThresholds,
+                        flags: Sequence[Flag] = FLAGS) -> str:
+    """What a rejection by ``rule`` tells the participant: its opening, then each check of
+    ``flags`` that failed (with how often, except the gold distance; a flag without its
+    participant wording in its own description); empty for a rule without an opening (an
+    approval, a screen-out)."""
     if not rule.opening:
         return ""
     failed = []
-    for flag in FLAGS:
+    for flag in flags:
         fired, judged = visit.counts(flag.name)
         if fired:
-            failed.append(PARTICIPANT_WORDING[flag.name].format(
-                fired=fired, judged=judged, **thresholds.model_dump()))
+            wording = PARTICIPANT_WORDING.get(
+                flag.name, f"{flag.description} in {{fired}} of {{judged}} conversations")
+            failed.append(wording.format(fired=fired, judged=judged, **thresholds.model_dump()))
     if not failed:
         return rule.opening
     return f"{rule.opening} They found {'; '.join(failed)}. {_CHECKS_CLOSING}"
@@ -248,18 +255,20 @@ def thresholds(study: StudyFile) -> FlagThresholds:
     return study.flags.model_copy(update={"gold_distance": study.qualification.max_distance})
 
 
-def read_visits(engine: Engine, study: StudyFile) -> list[Visit]:
-    """Every visit of ``study``, first arrived first, with its submitted ratings flagged."""
+def read_visits(engine: Engine, study: StudyFile,
+                flags: Sequence[Flag] = FLAGS) -> list[Visit]:
+    """Every visit of ``study``, first arrived first, with its submitted ratings flagged by
+    ``flags``."""
     scored = verdicts(engine, study.name)
-    rated = _rated(engine, study)
+    rated = _rated(engine, study, flags)
     return [Visit(row.id, row.external_id, row.prolific_session_id, row.outcome or UNFINISHED,
                   tuple(rated[row.id]),
                   "" if row.id not in scored else "passed" if scored[row.id].passed else "failed")
             for row in _visit_rows(engine, study)]
 
 
-def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
-    """Every submitted rating of ``study``, flagged, by visit id."""
+def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int, list[Rated]]:
+    """Every submitted rating of ``study``, flagged by ``flags``, by visit id."""
     with engine.connect() as conn:
         rows = conn.execute(
             select(assignments.c.id, assignments.c.task_id, assignments.c.visit_id,
@@ -293,7 +302,7 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
         rated[row.visit_id].append(Rated(
             row.task_id, reference is not None, seconds[row.id],
             abs(farthest[1] - farthest[2]) if farthest else None,
-            flag_annotation(annotation, judged), claimed.get(row.id),
+            flag_annotation(annotation, judged, flags), claimed.get(row.id),
             measured_typing(annotation)[1]))
     return rated
 
@@ -319,7 +328,8 @@ def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
     return (round(sum(seconds) / 60, 2) if seconds else None), median_minutes(seconds)
 
 
-def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, Any]:
+def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any,
+         flags: Sequence[Flag]) -> dict[str, Any]:
     rule = suggestion(visit)
     minutes, median = _minutes([r.seconds for r in visit.rated if r.seconds is not None])
     distances = [r.distance for r in visit.rated if r.distance is not None]
@@ -330,7 +340,7 @@ def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, A
         "gold_episodes": sum(r.gold for r in visit.rated),
         "minutes": minutes, "median_minutes": median,
     }
-    for flag in FLAGS:
+    for flag in flags:
         row[f"{flag.name}.fired"], row[f"{flag.name}.judged"] = visit.counts(flag.name)
     row |= {
         "gold_distance": max(distances) if distances else None,
@@ -342,29 +352,30 @@ def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, A
         return row | {"decision": recorded.decision, "message": recorded.message or "",
                       "category": recorded.category or ""}
     return row | {"decision": rule.decision,
-                  "message": participant_message(visit, rule, thresholds),
+                  "message": participant_message(visit, rule, thresholds, flags),
                   "category": rule.category}
 
 
-def review_rows(engine: Engine, study: StudyFile) -> pd.DataFrame:
-    """One row per visit of ``study`` (``COLUMNS``), its editable columns filled with the
-    decision recorded before, else the suggestion."""
-    found = read_visits(engine, study)
+def review_rows(engine: Engine, study: StudyFile,
+                flags: Sequence[Flag] = FLAGS) -> pd.DataFrame:
+    """One row per visit of ``study`` (``columns(flags)``), its editable columns filled with
+    the decision recorded before, else the suggestion."""
+    found = read_visits(engine, study, flags)
     with engine.connect() as conn:
         recorded = {row.visit_id: row for row in conn.execute(
             select(decisions).where(decisions.c.visit_id.in_([v.id for v in found])))}
     judged = thresholds(study)
-    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id)) for visit in found],
-                         columns=list(COLUMNS))
+    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id), flags)
+                          for visit in found], columns=list(columns(flags)))
     return frame.astype({"gold_distance": "Int64"})
 
 
-def write_review(engine: Engine, study: StudyFile, path: Path,
-                 force: bool = False) -> pd.DataFrame:
-    """Write ``study``'s review file to ``path`` (replaced whole); its rows. Unless ``force``,
-    a file there whose decisions differ from the ones it would get (edits not read back) is
-    refused, naming its first such line."""
-    frame = review_rows(engine, study)
+def write_review(engine: Engine, study: StudyFile, path: Path, force: bool = False,
+                 flags: Sequence[Flag] = FLAGS) -> pd.DataFrame:
+    """Write ``study``'s review file to ``path`` (replaced whole), a column pair for each of
+    ``flags``; its rows. Unless ``force``, a file there whose decisions differ from the ones
+    it would get (edits not read back) is refused, naming its first such line."""
+    frame = review_rows(engine, study, flags)
     if not force and path.exists():
         _check_unedited(path, frame)
     write_file(path, neutralized_frame(frame).to_csv(index=False))
@@ -384,8 +395,8 @@ def _check_unedited(path: Path, frame: pd.DataFrame) -> None:
     for line, row in records:
         if written.get(row["submission"]) != tuple(row[name] for name in EDITABLE):
             raise StudyError(f"{path}: line {line} holds decisions not recorded (an edited "
-                             "review file?): read it back with --decisions, or give --force "
-                             "to replace it")
+                             "review file?): record them with `study decide`, or give "
+                             "--force to replace it")
 
 
 # --- reading the edited file back -----------------------------------------------------------
