@@ -73,6 +73,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ..errors import StudyError, redacted
+from .states import SlotState
 
 metadata = MetaData()
 
@@ -101,7 +102,7 @@ visits = Table(
     _time("arrived_at", nullable=False),
     _time("instructions_read_at"),
     _time("finished_at"),
-    Column("outcome", String(16)),  # "completed" | "no_slots" | "not_admitted" once finished
+    Column("outcome", String(16)),  # an ``Outcome`` once finished
     UniqueConstraint("participant_id", "prolific_session_id"),
 )
 
@@ -138,7 +139,7 @@ slots = Table(
     Column("study", String(64), primary_key=True),
     Column("task_id", Integer, primary_key=True),
     Column("slot", Integer, primary_key=True),
-    Column("state", String(8), nullable=False, default="free"),  # free | leased | done
+    Column("state", String(8), nullable=False, default=SlotState.FREE),  # a ``SlotState``
     Column("assignment_id", Integer),
     _time("expires_at"),
     Index("slots_by_state", "study", "state", "task_id"),
@@ -152,8 +153,9 @@ assignments = Table(
     Column("task_id", Integer, nullable=False),
     Column("participant_id", ForeignKey("participants.id"), nullable=False),
     Column("visit_id", ForeignKey("visits.id"), nullable=False),
-    # leased → saving → saved; leased → expired (its slot went to someone else);
-    # a submission that found no slot → surplus (kept here, not sent to Label Studio);
+    # An ``AssignmentState``: leased → saving → saved; leased → expired (its slot went to
+    # someone else); a submission that found no slot → surplus (kept here, not sent to Label
+    # Studio);
     # saving → failed when Label Studio refused the save itself (``save_failures`` says why),
     # failed → saving again when a researcher retries it, or → shelved (kept here, its slot
     # free for another participant) when it can never be saved.

@@ -42,6 +42,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ...extras import install_commands, missing_modules
 from ...labelstudio.tasks import EPISODE_ID
 from ..settings import StudyFile
+from ..states import IN_EXPORT
 from ..store import (
     agreement_snapshots,
     assignments,
@@ -55,8 +56,6 @@ from ..store import (
 
 log = logging.getLogger("sotopia_ls.study")
 
-# Ratings saved in Label Studio or waiting to be: those an export will hold.
-RATED = ("saving", "saved")
 CHECK_SECONDS = 3.0
 BUSY_FACTOR = 4.0
 # After a computation failed: long enough that a failure that repeats logs a line now and
@@ -102,7 +101,7 @@ def figures_unavailable() -> str | None:
 def rated(study: str) -> Any:
     """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
     golden = select(gold.c.task_id).where(gold.c.study == study)
-    return ((assignments.c.study == study) & assignments.c.state.in_(RATED)
+    return ((assignments.c.study == study) & assignments.c.state.in_(IN_EXPORT)
             & assignments.c.task_id.not_in(golden))
 
 

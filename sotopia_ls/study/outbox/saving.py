@@ -61,6 +61,7 @@ from ..slots.leases import (
     retry_failed,
     unclaimed,
 )
+from ..states import AssignmentState
 from ..store import assignments, now, participants
 from .marks import meta_turn
 
@@ -280,7 +281,8 @@ class LabelStudioWriter:
         moment = now()
         with self.engine.connect() as conn:
             return conn.execute(select(assignments.c.id).where(
-                assignments.c.study == self.study, assignments.c.state == "saving",
+                assignments.c.study == self.study,
+                assignments.c.state == AssignmentState.SAVING,
                 assignments.c.submitted_at <= moment - timedelta(seconds=MAX_DELAY_SECONDS),
                 unclaimed(moment),
             ).limit(1)).first() is not None

@@ -80,7 +80,7 @@ from ...labelstudio.results import read_json_results
 from ...labelstudio.tasks import DIALOGUE, REVIEW, REVIEW_DECISIONS
 from ..payment.prolific import InvalidRejection, rejection
 from ..settings import StudyFile
-from ..slots.leases import COUNTED
+from ..states import FOR_LABEL_STUDIO, SUBMITTED, Outcome
 from ..store import (
     assignments,
     decisions,
@@ -107,7 +107,6 @@ from .typing_counts import recorded_typing
 from .visible import clipped, recorded_visible
 
 UNFINISHED = "unfinished"
-NOT_ADMITTED = "not_admitted"
 # A qualification round's failed submission: the participant got the screen-out code, so
 # Prolific does not await its review and payment sends nothing for it.
 SCREENED_OUT = "screened_out"
@@ -220,7 +219,8 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     # Told to return the study on Prolific: nothing there awaits a decision.
-    Rule(NOT_ADMITTED, "", "", "", lambda visit: visit.outcome == NOT_ADMITTED),
+    Rule(Outcome.NOT_ADMITTED, "", "", "",
+         lambda visit: visit.outcome == Outcome.NOT_ADMITTED),
     # A qualification round's verdict decides its completed submissions: the passer did the
     # work asked, and whoever failed was screened out on Prolific already.
     Rule("qualified", "approve", "", "", lambda visit: visit.qualification == "passed"),
@@ -316,7 +316,7 @@ def _rated(engine: Engine, study: StudyFile) -> dict[int, list[Rated]]:
                    assignments.c.participant_id, assignments.c.results,
                    assignments.c.lead_time, participants.c.external_id)
             .join(participants, participants.c.id == assignments.c.participant_id)
-            .where(assignments.c.study == study.name, assignments.c.state.in_(COUNTED))
+            .where(assignments.c.study == study.name, assignments.c.state.in_(SUBMITTED))
             .order_by(assignments.c.submitted_at, assignments.c.id)).all()
         references = dict(conn.execute(
             select(gold.c.task_id, gold.c.reference).where(gold.c.study == study.name)).all())
@@ -506,7 +506,7 @@ def _checked(row: dict[str, str], known: dict[str, list[Any]],
         raise _BadCell("participant", f"{row['participant']!r} is not the participant of "
                        f"submission {submission}: leave the identity columns as written")
     decision, message, category = row["decision"].lower(), row["message"], row["category"].upper()
-    if not decision and visit.outcome == NOT_ADMITTED:
+    if not decision and visit.outcome == Outcome.NOT_ADMITTED:
         return None  # told to return the study on Prolific: nothing there awaits a decision
     if decision not in DECISIONS:
         raise _BadCell("decision", f"{row['decision']!r} is not one of {', '.join(DECISIONS)}")
@@ -547,11 +547,6 @@ def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
 
 
 # --- recording ------------------------------------------------------------------------------
-
-
-# Ratings that are, or are to be, annotations in Label Studio: saved, waiting to be saved, and
-# refused by it (``study retry``); surplus and shelved ones stay in the gateway's database.
-_FOR_LABEL_STUDIO = ("saving", "saved", "failed")
 
 
 @dataclass(frozen=True)
@@ -603,7 +598,7 @@ def mark_annotations(engine: Engine, study: StudyFile, client: Client,
         rated = conn.execute(
             select(assignments.c.visit_id, assignments.c.task_id, assignments.c.ls_annotation_id)
             .where(assignments.c.study == study.name,
-                   assignments.c.state.in_(_FOR_LABEL_STUDIO),
+                   assignments.c.state.in_(FOR_LABEL_STUDIO),
                    assignments.c.visit_id.in_(list(chosen)))).all()
     saved = [row for row in rated if row.ls_annotation_id is not None]
     marks: dict[int, dict[str, Any]] = defaultdict(dict)

@@ -25,8 +25,9 @@ from ..screening.typing_counts import TypingCounts, page_counting
 from ..screening.visible import VisibleSeconds, page_measuring
 from ..settings import StudyFile
 from ..slots import leases
+from ..states import AssignmentState, Outcome
 from . import arrival
-from .arrival import Outcome, Visit
+from .arrival import Visit
 from .page import NotAccepted, Page, Script, Turn
 from .security import json_for_html
 
@@ -175,7 +176,7 @@ class Rate(Page):
         settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode,
                                 study.adaptive, typing=answers.typing,
                                 visible_seconds=answers.visible_seconds)
-        if settled.state == "saving":
+        if settled.state == AssignmentState.SAVING:
             turn.gateway.writer.rating_recorded()
         # Read again: how many this visit has rated is what the rating changed.
         after = arrival.load_visit(turn.engine, study.name, visit.id)
