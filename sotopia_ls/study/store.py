@@ -45,6 +45,7 @@ processes never deadlock upgrading a read lock) in WAL mode, with a busy timeout
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
@@ -376,3 +378,20 @@ def insert_of(conn: Connection, table: Table) -> Any:
     skipped or updated, never an ``IntegrityError``."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     return dialect.insert(table)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The figures per dimension key, when they were computed and on how many ratings."""
+
+    computed_at: datetime
+    ratings: int
+    figures: dict[str, dict[str, float | int | None]]
+
+
+def snapshot_in(conn: Connection, study: str) -> Snapshot | None:
+    """The study's last agreement snapshot, if any (``snapshots.latest_snapshot``), inside a
+    transaction already begun."""
+    row = conn.execute(select(agreement_snapshots)
+                       .where(agreement_snapshots.c.study == study)).one_or_none()
+    return None if row is None else Snapshot(aware(row.computed_at), row.ratings, row.figures)

@@ -25,7 +25,6 @@ from ..states import SUBMITTED, Outcome
 from ..store import assignments, insert_once, now, page_answers, participants, visits
 
 _PROLIFIC_ID = r"^[0-9a-fA-F]{24}$"
-EMAIL_DOMAIN = "prolific.invalid"
 
 
 class ProlificParameters(BaseModel):
@@ -48,10 +47,6 @@ def read_parameters(query: Mapping[str, str]) -> ProlificParameters | list[str]:
         return ProlificParameters.model_validate(dict(query))
     except ValidationError as error:
         return sorted({str(problem["loc"][0]) for problem in error.errors()})
-
-
-def user_email(external_id: str) -> str:
-    return f"{external_id.lower()}@{EMAIL_DOMAIN}"
 
 
 @dataclass(frozen=True)

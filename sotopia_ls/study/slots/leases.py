@@ -67,7 +67,6 @@ from sqlalchemy.exc import IntegrityError
 from ...errors import StudyError
 from ...labelstudio.results import read_json_results
 from ...scores import RATING_FIELDS, scores_disagree
-from ..live.snapshots import snapshot_in
 from ..settings import Adaptive, StudyFile
 from ..states import SUBMITTED, AssignmentState, SlotState
 from ..store import (
@@ -81,6 +80,7 @@ from ..store import (
     now,
     save_failures,
     slots,
+    snapshot_in,
     visits,
 )
 from ..screening.typing_counts import TypingCounts, add_typing
