@@ -1,6 +1,6 @@
-"""The gateway's states have one spelling: a slot's and an assignment's state and a visit's
-outcome are enums (``study/states.py``), and the sets the queries read are named for what they
-hold, so a reader changing a state finds every use of it."""
+"""One vocabulary for the gateway: a slot's and an assignment's state and a visit's outcome
+are enums (``study/states.py``), the sets the queries read are named for what they hold, and
+each class name means one thing, so a reader changing one finds every use of it."""
 
 from __future__ import annotations
 
@@ -66,3 +66,22 @@ def test_the_named_sets_hold_what_their_names_say():
     assert set(IN_EXPORT) == {AssignmentState.SAVING, AssignmentState.SAVED}
     assert set(FOR_LABEL_STUDIO) == {*IN_EXPORT, AssignmentState.FAILED}
     assert AssignmentState.SURPLUS in SUBMITTED and AssignmentState.SURPLUS not in IN_EXPORT
+
+
+def _classes(paths: list[Path]) -> dict[str, list[str]]:
+    named: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                named.setdefault(node.name, []).append(str(path.relative_to(REPO)))
+    return named
+
+
+def test_each_class_of_the_gateway_names_one_thing():
+    # A visit is a participant's Prolific session, a submission Prolific's record of it, and a
+    # turn a move in an episode's dialogue: the review's visit, the rating page's body and a
+    # request on a page have names of their own.
+    gateway = _classes(sorted((REPO / "sotopia_ls" / "study").rglob("*.py")))
+    core = _classes(sorted((REPO / "sotopia_ls").glob("*.py")))
+    assert {name: paths for name, paths in gateway.items() if len(paths) > 1} == {}
+    assert {name: [*paths, *core[name]] for name, paths in gateway.items() if name in core} == {}

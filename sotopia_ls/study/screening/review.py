@@ -170,7 +170,7 @@ class Rated:
 
 
 @dataclass(frozen=True)
-class Visit:
+class ReviewedVisit:
     """A visit as the review sees it."""
 
     id: int
@@ -187,21 +187,21 @@ class Visit:
         return sum(result.fired for result in results), len(results)
 
 
-def _most(flag: str) -> Callable[[Visit], bool]:
-    def applies(visit: Visit) -> bool:
+def _most(flag: str) -> Callable[[ReviewedVisit], bool]:
+    def applies(visit: ReviewedVisit) -> bool:
         fired, judged = visit.counts(flag)
         return fired * 2 > judged
     return applies
 
 
-def _everywhere(flag: str) -> Callable[[Visit], bool]:
-    def applies(visit: Visit) -> bool:
+def _everywhere(flag: str) -> Callable[[ReviewedVisit], bool]:
+    def applies(visit: ReviewedVisit) -> bool:
         fired, judged = visit.counts(flag)
         return judged > 0 and fired == judged
     return applies
 
 
-def _any_fired(visit: Visit) -> bool:
+def _any_fired(visit: ReviewedVisit) -> bool:
     return any(result.fired for rated in visit.rated for result in rated.flags)
 
 
@@ -214,7 +214,7 @@ class Rule:
     decision: str
     category: str
     opening: str
-    applies: Callable[[Visit], bool]
+    applies: Callable[[ReviewedVisit], bool]
 
 
 RULES: tuple[Rule, ...] = (
@@ -240,12 +240,12 @@ RULES: tuple[Rule, ...] = (
 APPROVE = Rule("clean", "approve", "", "", lambda visit: True)
 
 
-def suggestion(visit: Visit) -> Rule:
+def suggestion(visit: ReviewedVisit) -> Rule:
     """The first rule of ``RULES`` that applies to ``visit``, else ``APPROVE``."""
     return next((rule for rule in RULES if rule.applies(visit)), APPROVE)
 
 
-def participant_message(visit: Visit, rule: Rule, thresholds: FlagThresholds) -> str:
+def participant_message(visit: ReviewedVisit, rule: Rule, thresholds: FlagThresholds) -> str:
     """What a rejection by ``rule`` tells the participant: its opening, then each check that
     failed (with how often, except the gold distance); empty for a rule without an opening
     (an approval, a screen-out)."""
@@ -298,13 +298,14 @@ def thresholds(study: StudyFile) -> FlagThresholds:
     return study.flags.model_copy(update={"gold_distance": study.qualification.max_distance})
 
 
-def read_visits(engine: Engine, study: StudyFile) -> list[Visit]:
+def read_visits(engine: Engine, study: StudyFile) -> list[ReviewedVisit]:
     """Every visit of ``study``, first arrived first, with its submitted ratings flagged."""
     scored = verdicts(engine, study.name)
     rated = _rated(engine, study)
-    return [Visit(row.id, row.external_id, row.prolific_session_id, row.outcome or UNFINISHED,
-                  tuple(rated[row.id]),
-                  "" if row.id not in scored else "passed" if scored[row.id].passed else "failed")
+    return [ReviewedVisit(row.id, row.external_id, row.prolific_session_id,
+                          row.outcome or UNFINISHED, tuple(rated[row.id]),
+                          "" if row.id not in scored
+                          else "passed" if scored[row.id].passed else "failed")
             for row in _visit_rows(engine, study)]
 
 
@@ -369,7 +370,7 @@ def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
     return (round(sum(seconds) / 60, 2) if seconds else None), median_minutes(seconds)
 
 
-def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any) -> dict[str, Any]:
+def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any) -> dict[str, Any]:
     rule = suggestion(visit)
     minutes, median = _minutes([r.seconds for r in visit.rated if r.seconds is not None])
     distances = [r.distance for r in visit.rated if r.distance is not None]
