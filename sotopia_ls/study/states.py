@@ -43,6 +43,7 @@ SUBMITTED = (AssignmentState.SAVING, AssignmentState.SAVED, AssignmentState.SURP
              AssignmentState.FAILED, AssignmentState.SHELVED)
 # Ratings saved in Label Studio or waiting to be: those an export will hold.
 IN_EXPORT = (AssignmentState.SAVING, AssignmentState.SAVED)
-# Ratings that are, or are to be, annotations in Label Studio: those an export will hold and
-# those it refused (``study retry``); surplus and shelved ones stay in the gateway's database.
+# Ratings that are, or are to be, annotations in Label Studio: those an export will hold, and
+# those Label Studio refused (``study retry``); surplus and shelved ones stay in the gateway's
+# database.
 FOR_LABEL_STUDIO = (*IN_EXPORT, AssignmentState.FAILED)
