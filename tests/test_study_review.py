@@ -38,7 +38,7 @@ from sotopia_ls.study.screening.review import (
     SCREENED_OUT,
     UNFINISHED,
     Rated,
-    Visit,
+    ReviewedVisit,
     participant_message,
     mark_annotations,
     read_review,
@@ -509,11 +509,11 @@ def test_time_on_task_is_the_visible_time_where_the_page_measured_it(tmp_path):
 
 
 def visit(outcome: str = "completed", *, claimed: float | None = None, unmeasured: str = "",
-          **fired: list[bool]) -> Visit:
+          **fired: list[bool]) -> ReviewedVisit:
     """A visit whose ratings gave, per flag named, these results (one per rating); its first
     rating's page ``claimed`` more time than passed, or its typing is ``unmeasured``."""
     count = max(map(len, fired.values()), default=1)
-    return Visit(1, "p" * 24, "s" * 24, outcome, tuple(
+    return ReviewedVisit(1, "p" * 24, "s" * 24, outcome, tuple(
         Rated(task, False, 300.0, None, tuple(FlagResult(name, results[task], "")
                                              for name, results in fired.items()),
               *((claimed, unmeasured) if task == 0 else ()))

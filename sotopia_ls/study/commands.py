@@ -18,6 +18,7 @@ from ..extras import require_extra
 from ..options import failures_as_messages, server_options
 from .serving.editor import EDITOR_DIR_ENV, PINNED, fetch_editor
 from .payment.prolific import API_URL, RETRIES, TOKEN_VARIABLE
+from .states import AssignmentState
 from .settings import (
     DATABASE_ENV,
     DISAGREEMENT_THRESHOLD,
@@ -352,9 +353,9 @@ def retry_command(study_path: Path, database: str | None, assignments: tuple[int
 
 
 _RETRIED = {
-    "saved": "saved in Label Studio",
-    "failed": "refused again (see `sotopia-ls study status` for the reason)",
-    "saving": "waiting to be saved (Label Studio unreachable, or a running gateway is saving it)",
+    AssignmentState.SAVED: "saved in Label Studio",
+    AssignmentState.FAILED: "refused again (see `sotopia-ls study status` for the reason)",
+    AssignmentState.SAVING: "waiting to be saved (Label Studio unreachable, or a running gateway is saving it)",
 }
 
 

@@ -16,9 +16,9 @@ from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
 from .screening.qualification import participant_verdicts
 from .screening.review import DECISIONS, thresholds
-from .serving.arrival import Outcome
 from .settings import StudyFile, read_study
-from .slots.leases import COUNTED, added_slots
+from .slots.leases import added_slots
+from .states import SUBMITTED, Outcome
 from .store import (
     assignments,
     decisions,
@@ -72,7 +72,7 @@ def _adaptive(engine: Engine, study: StudyFile) -> dict[str, Any] | None:
 def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
     """The study's design and what its gateway recorded, as counts and settings (no ids)."""
     name = study.name
-    counted = and_(assignments.c.study == name, assignments.c.state.in_(COUNTED))
+    counted = and_(assignments.c.study == name, assignments.c.state.in_(SUBMITTED))
     with engine.connect() as conn:
         times = list(conn.execute(select(assignments.c.lead_time).where(counted)).scalars())
         gold_ratings = conn.execute(

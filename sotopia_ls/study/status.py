@@ -21,7 +21,8 @@ from .outbox.saving import MAX_DELAY_SECONDS, SWEEP_SECONDS
 from .payment.hourly import HourlyPay, hourly_pay, pay_lines
 from .screening.visible import Quartiles, clipped_count, participant_quartiles, visible_quartiles
 from .settings import StudyFile, without_password
-from .slots.leases import COUNTED, AddedSlots, FailedSave, added_slots, failed_saves
+from .slots.leases import AddedSlots, FailedSave, added_slots, failed_saves
+from .states import SUBMITTED, AssignmentState, Outcome, SlotState
 from .store import assignments, aware, gold, now, participants, slots, visits
 
 
@@ -192,11 +193,11 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
     ``agreement``, the running agreement too (``_running_agreement``)."""
     moment, name, k = now(), study.name, study.raters_per_episode
     snapshot, unavailable = _running_agreement(engine, study) if agreement else (None, None)
-    active = and_(slots.c.state == "leased", slots.c.expires_at >= moment)
+    active = and_(slots.c.state == SlotState.LEASED, slots.c.expires_at >= moment)
     with engine.connect() as conn:
         # Each episode counted against its own slots: an added one keeps it in progress.
         per_task = conn.execute(
-            select(_count(slots.c.state == "done"), _count(active), func.count())
+            select(_count(slots.c.state == SlotState.DONE), _count(active), func.count())
             .where(slots.c.study == name).group_by(slots.c.task_id)
         ).all()
         states = dict(conn.execute(
@@ -205,17 +206,19 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         late = conn.execute(select(func.count()).where(
             assignments.c.study == name, assignments.c.late == 1)).scalar_one()
         times = list(conn.execute(select(assignments.c.lead_time).where(
-            assignments.c.study == name, assignments.c.state.in_(COUNTED))).scalars())
+            assignments.c.study == name, assignments.c.state.in_(SUBMITTED))).scalars())
         waiting_since = aware(conn.execute(select(func.min(assignments.c.submitted_at)).where(
-            assignments.c.study == name, assignments.c.state == "saving")).scalar_one())
+            assignments.c.study == name, assignments.c.state == AssignmentState.SAVING))
+            .scalar_one())
         users_waiting = conn.execute(
             select(func.count(func.distinct(assignments.c.participant_id)))
             .join(participants, participants.c.id == assignments.c.participant_id)
-            .where(assignments.c.study == name, assignments.c.state == "saving",
+            .where(assignments.c.study == name, assignments.c.state == AssignmentState.SAVING,
                    participants.c.ls_user_id.is_(None))).scalar_one()
         lately = moment - timedelta(seconds=TREND_SECONDS)
         recorded_lately, saved_lately = conn.execute(select(
-            _count(and_(assignments.c.submitted_at >= lately, assignments.c.state != "surplus")),
+            _count(and_(assignments.c.submitted_at >= lately,
+                        assignments.c.state != AssignmentState.SURPLUS)),
             _count(assignments.c.saved_at >= lately),
         ).where(assignments.c.study == name)).one()
         people = conn.execute(select(func.count()).where(participants.c.study == name)).scalar_one()
@@ -233,17 +236,17 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         open=sum(1 for done, leased, _ in per_task if done + leased == 0),
         active_leases=sum(leased for _, leased, _ in per_task),
         participants=people,
-        visits_completed=outcomes.get("completed", 0),
-        visits_no_slots=outcomes.get("no_slots", 0),
+        visits_completed=outcomes.get(Outcome.COMPLETED, 0),
+        visits_no_slots=outcomes.get(Outcome.NO_SLOTS, 0),
         visits_under_way=outcomes.get(None, 0),
-        saved=states.get("saved", 0),
-        unsaved=states.get("saving", 0),
-        surplus=states.get("surplus", 0),
+        saved=states.get(AssignmentState.SAVED, 0),
+        unsaved=states.get(AssignmentState.SAVING, 0),
+        surplus=states.get(AssignmentState.SURPLUS, 0),
         late=late,
         median_seconds=statistics.median(times) if times else None,
         oldest_waiting_seconds=(moment - waiting_since).total_seconds() if waiting_since else None,
         failed=failed_saves(engine, name),
-        shelved=states.get("shelved", 0),
+        shelved=states.get(AssignmentState.SHELVED, 0),
         gold=golden,
         added=added_slots(engine, name, k),
         visible=visible_quartiles(engine, name),

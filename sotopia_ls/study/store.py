@@ -8,6 +8,7 @@ table holds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,14 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ..errors import StudyError, redacted
+from .states import SlotState
 
 metadata = MetaData()
 
@@ -64,7 +67,7 @@ visits = Table(
     _time("arrived_at", nullable=False),
     _time("instructions_read_at"),
     _time("finished_at"),
-    Column("outcome", String(16)),  # "completed" | "no_slots" | "not_admitted" once finished
+    Column("outcome", String(16)),  # an ``Outcome`` once finished
     UniqueConstraint("participant_id", "prolific_session_id"),
 )
 
@@ -101,7 +104,7 @@ slots = Table(
     Column("study", String(64), primary_key=True),
     Column("task_id", Integer, primary_key=True),
     Column("slot", Integer, primary_key=True),
-    Column("state", String(8), nullable=False, default="free"),  # free | leased | done
+    Column("state", String(8), nullable=False, default=SlotState.FREE),  # a ``SlotState``
     Column("assignment_id", Integer),
     _time("expires_at"),
     Index("slots_by_state", "study", "state", "task_id"),
@@ -115,8 +118,9 @@ assignments = Table(
     Column("task_id", Integer, nullable=False),
     Column("participant_id", ForeignKey("participants.id"), nullable=False),
     Column("visit_id", ForeignKey("visits.id"), nullable=False),
-    # leased → saving → saved; leased → expired (its slot went to someone else);
-    # a submission that found no slot → surplus (kept here, not sent to Label Studio);
+    # An ``AssignmentState``: leased → saving → saved; leased → expired (its slot went to
+    # someone else); a submission that found no slot → surplus (kept here, not sent to Label
+    # Studio);
     # saving → failed when Label Studio refused the save itself (``save_failures`` says why),
     # failed → saving again when a researcher retries it, or → shelved (kept here, its slot
     # free for another participant) when it can never be saved.
@@ -337,3 +341,20 @@ def insert_of(conn: Connection, table: Table) -> Any:
     skipped or updated, never an ``IntegrityError``."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     return dialect.insert(table)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The figures per dimension key, when they were computed and on how many ratings."""
+
+    computed_at: datetime
+    ratings: int
+    figures: dict[str, dict[str, float | int | None]]
+
+
+def snapshot_in(conn: Connection, study: str) -> Snapshot | None:
+    """The study's last agreement snapshot, if any (``snapshots.latest_snapshot``), inside a
+    transaction already begun."""
+    row = conn.execute(select(agreement_snapshots)
+                       .where(agreement_snapshots.c.study == study)).one_or_none()
+    return None if row is None else Snapshot(aware(row.computed_at), row.ratings, row.figures)

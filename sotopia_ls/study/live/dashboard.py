@@ -27,6 +27,7 @@ from ..screening.flags import FLAGS, Flag
 from ..serving.overload import Throttle, client_address
 from ..serving.security import bounded_body
 from ..settings import StudyFile
+from ..states import AssignmentState, SlotState
 from ..status import study_status
 from ..store import assignments, now, slots
 from .snapshots import Snapshot, figures_unavailable, latest_snapshot
@@ -74,9 +75,9 @@ def _slot_counts(engine: Engine, study: str) -> dict[str, int]:
     # Labelled in a subquery and grouped on the label: PostgreSQL refuses a GROUP BY on an
     # expression holding a parameter (each use of the time is a parameter of its own).
     place = case(
-        ((slots.c.state == "leased") & (slots.c.expires_at >= now()), "leased"),
-        (slots.c.state.in_(("leased", "free")), "open"),
-        (assignments.c.state == "saving", "waiting"),
+        ((slots.c.state == SlotState.LEASED) & (slots.c.expires_at >= now()), "leased"),
+        (slots.c.state.in_((SlotState.LEASED, SlotState.FREE)), "open"),
+        (assignments.c.state == AssignmentState.SAVING, "waiting"),
         else_="saved").label("place")
     placed = (select(place).outerjoin(assignments, assignments.c.id == slots.c.assignment_id)
               .where(slots.c.study == study).subquery())

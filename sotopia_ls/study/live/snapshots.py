@@ -17,31 +17,30 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ...extras import install_commands, missing_modules
 from ...labelstudio.tasks import EPISODE_ID
 from ..settings import StudyFile
+from ..states import IN_EXPORT
 from ..store import (
+    Snapshot,
     agreement_snapshots,
     assignments,
-    aware,
     episode_ids,
     gold,
     open_store,
     participants,
+    snapshot_in,
     visits,
 )
 
 log = logging.getLogger("sotopia_ls.study")
 
-# Ratings saved in Label Studio or waiting to be: those an export will hold.
-RATED = ("saving", "saved")
 CHECK_SECONDS = 3.0
 BUSY_FACTOR = 4.0
 # After a computation failed: long enough that a failure that repeats logs a line now and
@@ -50,15 +49,6 @@ FAILED_WAIT_SECONDS = 60.0
 # What the worker computes besides the figures, from the gateway's database: a module-level
 # function (a worker process receives it by name).
 Extra = Callable[[Engine, StudyFile], Any]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The figures per dimension key, when they were computed and on how many ratings."""
-
-    computed_at: datetime
-    ratings: int
-    figures: dict[str, dict[str, float | int | None]]
 
 
 def keep_episode_ids(engine: Engine, study: str, data: dict[int, dict[str, Any]]) -> None:
@@ -87,7 +77,7 @@ def figures_unavailable() -> str | None:
 def rated(study: str) -> Any:
     """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
     golden = select(gold.c.task_id).where(gold.c.study == study)
-    return ((assignments.c.study == study) & assignments.c.state.in_(RATED)
+    return ((assignments.c.study == study) & assignments.c.state.in_(IN_EXPORT)
             & assignments.c.task_id.not_in(golden))
 
 
@@ -106,12 +96,6 @@ def latest_snapshot(engine: Engine, study: str) -> Snapshot | None:
     with engine.connect() as conn:
         return snapshot_in(conn, study)
 
-
-def snapshot_in(conn: Connection, study: str) -> Snapshot | None:
-    """``latest_snapshot`` inside a transaction already begun."""
-    row = conn.execute(select(agreement_snapshots)
-                       .where(agreement_snapshots.c.study == study)).one_or_none()
-    return None if row is None else Snapshot(aware(row.computed_at), row.ratings, row.figures)
 
 
 def arrivals(engine: Engine, study: str) -> tuple[int, int | None]:

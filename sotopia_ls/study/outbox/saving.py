@@ -30,7 +30,6 @@ from ...labelstudio.client import (
 from ...labelstudio.results import evaluation_results, read_json_results, shape_problems
 from ...labelstudio.tasks import ADDED_SLOTS
 from ...scores import Evaluation
-from ..serving.arrival import user_email
 from ..serving.load import Load
 from ..slots.leases import (
     Assignment,
@@ -43,10 +42,14 @@ from ..slots.leases import (
     retry_failed,
     unclaimed,
 )
+from ..states import AssignmentState
 from ..store import assignments, now, participants
 from .marks import meta_turn
 
 log = logging.getLogger("sotopia_ls.study")
+
+# A participant's Label Studio user is <PROLIFIC_PID>@ this (``.invalid`` takes no mail).
+EMAIL_DOMAIN = "prolific.invalid"
 
 # How long a process holds a rating it is saving before another may try (a save takes well
 # under a second; a second attempt would only find the first).
@@ -110,6 +113,10 @@ def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, A
     if problems:
         return [], [f"{_LABELS.get(control, control)}: {reason}" for control, reason in problems]
     return evaluation_results(Evaluation.from_flat(fields), targets), []
+
+
+def user_email(external_id: str) -> str:
+    return f"{external_id.lower()}@{EMAIL_DOMAIN}"
 
 
 def participant_user(engine: Engine, client: Client, participant_id: int) -> int:
@@ -262,7 +269,8 @@ class LabelStudioWriter:
         moment = now()
         with self.engine.connect() as conn:
             return conn.execute(select(assignments.c.id).where(
-                assignments.c.study == self.study, assignments.c.state == "saving",
+                assignments.c.study == self.study,
+                assignments.c.state == AssignmentState.SAVING,
                 assignments.c.submitted_at <= moment - timedelta(seconds=MAX_DELAY_SECONDS),
                 unclaimed(moment),
             ).limit(1)).first() is not None

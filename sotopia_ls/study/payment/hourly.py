@@ -14,6 +14,7 @@ from sqlalchemy import Engine, select
 
 from ..screening.timing import rating_times
 from ..settings import Reward, StudyFile
+from ..states import Outcome
 from ..store import visits
 
 # Per hour, in hundredths of the currency, as Prolific's researcher help states them ("Prolific's
@@ -85,7 +86,7 @@ def hourly_pay(engine: Engine, study: StudyFile) -> HourlyPay | None:
     with engine.connect() as conn:
         completed = set(conn.execute(select(visits.c.id).where(
             visits.c.id.in_({rating.visit_id for rating in timed}),
-            visits.c.outcome == "completed")).scalars())
+            visits.c.outcome == Outcome.COMPLETED)).scalars())
     paid = [rating for rating in timed if rating.visit_id in completed]
     if not paid:
         return None

@@ -101,8 +101,8 @@ class Annotation(BaseModel):
 
 
 # Whether a flag fires and why; None when the data it needs is not given.
-Outcome = tuple[bool, str] | None
-Check = Callable[[Annotation, FlagThresholds], Outcome]
+Fired = tuple[bool, str] | None
+Check = Callable[[Annotation, FlagThresholds], Fired]
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def _normalized(text: str) -> str:
     return " ".join(_words(text))
 
 
-def _short(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _short(annotation: Annotation, limits: FlagThresholds) -> Fired:
     rationales = _rationales(annotation.fields)
     if not rationales:
         return None
@@ -151,7 +151,7 @@ def _short(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     return bool(short), f"{counted}: {listed}" if listed else counted
 
 
-def _repeated(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _repeated(annotation: Annotation, limits: FlagThresholds) -> Fired:
     rationales = _rationales(annotation.fields)
     if not rationales:
         return None
@@ -198,7 +198,7 @@ def _source(mine: str, theirs: Sequence[_Other], limits: FlagThresholds) -> str 
                  if other.similar(mine, letters, limits)), None)
 
 
-def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _copied(annotation: Annotation, limits: FlagThresholds) -> Fired:
     if not annotation.earlier:
         return None
     theirs = [
@@ -220,7 +220,7 @@ def _copied(annotation: Annotation, limits: FlagThresholds) -> Outcome:
         f"{name} (participant {source})" for name, source in copied.items())
 
 
-def _fast(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _fast(annotation: Annotation, limits: FlagThresholds) -> Fired:
     if annotation.seconds is None or annotation.episode_words is None:
         return None
     needed = annotation.episode_words / limits.words_per_minute * 60 * limits.reading_factor
@@ -251,7 +251,7 @@ def measured_typing(annotation: Annotation) -> tuple[dict[str, Typing], str]:
     return measured, ("counts short of the text of " + ", ".join(short)) if short else ""
 
 
-def _pasted(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _pasted(annotation: Annotation, limits: FlagThresholds) -> Fired:
     measured, unmeasured = measured_typing(annotation)
     shares = {name: typing.pasted / typing.characters for name, typing in measured.items()}
     pasted = {name: share for name, share in shares.items() if share >= limits.pasted_share}
@@ -262,7 +262,7 @@ def _pasted(annotation: Annotation, limits: FlagThresholds) -> Outcome:
     return False, f"no rationale mostly pasted ({len(shares)} measured)"
 
 
-def _straight(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _straight(annotation: Annotation, limits: FlagThresholds) -> Fired:
     ratings = _ratings(annotation.fields)
     if len(ratings) < 2:
         return None
@@ -283,7 +283,7 @@ def largest_distance(fields: Mapping[str, Any],
     return max(pairs, key=lambda pair: abs(pair[1] - pair[2]), default=None)
 
 
-def _gold(annotation: Annotation, limits: FlagThresholds) -> Outcome:
+def _gold(annotation: Annotation, limits: FlagThresholds) -> Fired:
     if annotation.reference is None:
         return None
     farthest = largest_distance(annotation.fields, annotation.reference)
@@ -319,9 +319,9 @@ def flag_annotation(
     limits = thresholds or FlagThresholds()
     results = []
     for flag in flags:
-        outcome = flag.check(annotation, limits)
-        if outcome is not None:
-            results.append(FlagResult(flag.name, *outcome))
+        fired = flag.check(annotation, limits)
+        if fired is not None:
+            results.append(FlagResult(flag.name, *fired))
     return tuple(results)
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, Connection, Engine, and_, select
 
 from ...labelstudio.results import read_json_results
-from ..serving.arrival import Outcome
-from ..slots.leases import COUNTED
+from ..states import SUBMITTED, Outcome
 from ..store import (
     add_once,
     allow_list,
@@ -45,7 +44,7 @@ def _participant_distance(conn: Connection, study: str, participant_id: int) -> 
         .join(gold, and_(gold.c.study == assignments.c.study,
                          gold.c.task_id == assignments.c.task_id))
         .where(assignments.c.study == study, assignments.c.participant_id == participant_id,
-               assignments.c.state.in_(COUNTED))
+               assignments.c.state.in_(SUBMITTED))
     ).all()
     distances = []
     for results, reference in rows:

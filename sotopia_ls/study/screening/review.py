@@ -30,7 +30,7 @@ from ...labelstudio.results import read_json_results
 from ...labelstudio.tasks import DIALOGUE, REVIEW, REVIEW_DECISIONS
 from ..payment.prolific import InvalidRejection, rejection
 from ..settings import StudyFile
-from ..slots.leases import COUNTED
+from ..states import FOR_LABEL_STUDIO, SUBMITTED, Outcome
 from ..store import (
     assignments,
     decisions,
@@ -58,7 +58,6 @@ from .typing_counts import recorded_typing
 from .visible import clipped, recorded_visible
 
 UNFINISHED = "unfinished"
-NOT_ADMITTED = "not_admitted"
 # A qualification round's failed submission: the participant got the screen-out code, so
 # Prolific does not await its review and payment sends nothing for it.
 SCREENED_OUT = "screened_out"
@@ -125,7 +124,7 @@ class Rated:
 
 
 @dataclass(frozen=True)
-class Visit:
+class ReviewedVisit:
     """A visit as the review sees it."""
 
     id: int
@@ -142,21 +141,21 @@ class Visit:
         return sum(result.fired for result in results), len(results)
 
 
-def _most(flag: str) -> Callable[[Visit], bool]:
-    def applies(visit: Visit) -> bool:
+def _most(flag: str) -> Callable[[ReviewedVisit], bool]:
+    def applies(visit: ReviewedVisit) -> bool:
         fired, judged = visit.counts(flag)
         return fired * 2 > judged
     return applies
 
 
-def _everywhere(flag: str) -> Callable[[Visit], bool]:
-    def applies(visit: Visit) -> bool:
+def _everywhere(flag: str) -> Callable[[ReviewedVisit], bool]:
+    def applies(visit: ReviewedVisit) -> bool:
         fired, judged = visit.counts(flag)
         return judged > 0 and fired == judged
     return applies
 
 
-def _any_fired(visit: Visit) -> bool:
+def _any_fired(visit: ReviewedVisit) -> bool:
     return any(result.fired for rated in visit.rated for result in rated.flags)
 
 
@@ -169,12 +168,13 @@ class Rule:
     decision: str
     category: str
     opening: str
-    applies: Callable[[Visit], bool]
+    applies: Callable[[ReviewedVisit], bool]
 
 
 RULES: tuple[Rule, ...] = (
     # Told to return the study on Prolific: nothing there awaits a decision.
-    Rule(NOT_ADMITTED, "", "", "", lambda visit: visit.outcome == NOT_ADMITTED),
+    Rule(Outcome.NOT_ADMITTED, "", "", "",
+         lambda visit: visit.outcome == Outcome.NOT_ADMITTED),
     # A qualification round's verdict decides its completed submissions: the passer did the
     # work asked, and whoever failed was screened out on Prolific already.
     Rule("qualified", "approve", "", "", lambda visit: visit.qualification == "passed"),
@@ -194,12 +194,12 @@ RULES: tuple[Rule, ...] = (
 APPROVE = Rule("clean", "approve", "", "", lambda visit: True)
 
 
-def suggestion(visit: Visit) -> Rule:
+def suggestion(visit: ReviewedVisit) -> Rule:
     """The first rule of ``RULES`` that applies to ``visit``, else ``APPROVE``."""
     return next((rule for rule in RULES if rule.applies(visit)), APPROVE)
 
 
-def participant_message(visit: Visit, rule: Rule, thresholds: FlagThresholds,
+def participant_message(visit: ReviewedVisit, rule: Rule, thresholds: FlagThresholds,
                         flags: Sequence[Flag] = FLAGS) -> str:
     """What a rejection by ``rule`` tells the participant: its opening, then each check of
     ``flags`` that failed (with how often, except the gold distance; a flag without its
@@ -256,14 +256,15 @@ def thresholds(study: StudyFile) -> FlagThresholds:
 
 
 def read_visits(engine: Engine, study: StudyFile,
-                flags: Sequence[Flag] = FLAGS) -> list[Visit]:
+                flags: Sequence[Flag] = FLAGS) -> list[ReviewedVisit]:
     """Every visit of ``study``, first arrived first, with its submitted ratings flagged by
     ``flags``."""
     scored = verdicts(engine, study.name)
     rated = _rated(engine, study, flags)
-    return [Visit(row.id, row.external_id, row.prolific_session_id, row.outcome or UNFINISHED,
-                  tuple(rated[row.id]),
-                  "" if row.id not in scored else "passed" if scored[row.id].passed else "failed")
+    return [ReviewedVisit(row.id, row.external_id, row.prolific_session_id,
+                          row.outcome or UNFINISHED, tuple(rated[row.id]),
+                          "" if row.id not in scored
+                          else "passed" if scored[row.id].passed else "failed")
             for row in _visit_rows(engine, study)]
 
 
@@ -275,7 +276,7 @@ def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int,
                    assignments.c.participant_id, assignments.c.results,
                    assignments.c.lead_time, participants.c.external_id)
             .join(participants, participants.c.id == assignments.c.participant_id)
-            .where(assignments.c.study == study.name, assignments.c.state.in_(COUNTED))
+            .where(assignments.c.study == study.name, assignments.c.state.in_(SUBMITTED))
             .order_by(assignments.c.submitted_at, assignments.c.id)).all()
         references = dict(conn.execute(
             select(gold.c.task_id, gold.c.reference).where(gold.c.study == study.name)).all())
@@ -328,7 +329,7 @@ def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
     return (round(sum(seconds) / 60, 2) if seconds else None), median_minutes(seconds)
 
 
-def _row(visit: Visit, thresholds: FlagThresholds, recorded: Any,
+def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
          flags: Sequence[Flag]) -> dict[str, Any]:
     rule = suggestion(visit)
     minutes, median = _minutes([r.seconds for r in visit.rated if r.seconds is not None])
@@ -467,7 +468,7 @@ def _checked(row: dict[str, str], known: dict[str, list[Any]],
         raise _BadCell("participant", f"{row['participant']!r} is not the participant of "
                        f"submission {submission}: leave the identity columns as written")
     decision, message, category = row["decision"].lower(), row["message"], row["category"].upper()
-    if not decision and visit.outcome == NOT_ADMITTED:
+    if not decision and visit.outcome == Outcome.NOT_ADMITTED:
         return None  # told to return the study on Prolific: nothing there awaits a decision
     if decision not in DECISIONS:
         raise _BadCell("decision", f"{row['decision']!r} is not one of {', '.join(DECISIONS)}")
@@ -508,11 +509,6 @@ def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
 
 
 # --- recording ------------------------------------------------------------------------------
-
-
-# Ratings that are, or are to be, annotations in Label Studio: saved, waiting to be saved, and
-# refused by it (``study retry``); surplus and shelved ones stay in the gateway's database.
-_FOR_LABEL_STUDIO = ("saving", "saved", "failed")
 
 
 @dataclass(frozen=True)
@@ -564,7 +560,7 @@ def mark_annotations(engine: Engine, study: StudyFile, client: Client,
         rated = conn.execute(
             select(assignments.c.visit_id, assignments.c.task_id, assignments.c.ls_annotation_id)
             .where(assignments.c.study == study.name,
-                   assignments.c.state.in_(_FOR_LABEL_STUDIO),
+                   assignments.c.state.in_(FOR_LABEL_STUDIO),
                    assignments.c.visit_id.in_(list(chosen)))).all()
     saved = [row for row in rated if row.ls_annotation_id is not None]
     marks: dict[int, dict[str, Any]] = defaultdict(dict)

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from ..settings import read_study
-from ..slots.leases import COUNTED
+from ..states import SUBMITTED
 from ..store import assignments, aware, open_store
 from .visible import recorded_visible
 
@@ -66,7 +66,7 @@ def rating_times(engine: Engine, study: str) -> list[RatingTimes]:
             select(assignments.c.id, assignments.c.visit_id, assignments.c.ls_annotation_id,
                    assignments.c.assigned_at, assignments.c.first_shown_at,
                    assignments.c.submitted_at, assignments.c.lead_time)
-            .where(assignments.c.study == study, assignments.c.state.in_(COUNTED))
+            .where(assignments.c.study == study, assignments.c.state.in_(SUBMITTED))
             .order_by(assignments.c.id)).all()
     visible = recorded_visible(engine, [row.id for row in rows])
     return [RatingTimes(row.id, row.visit_id, row.ls_annotation_id, row.assigned_at,

@@ -35,7 +35,7 @@ from .editor import Editor
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
 from .overload import GATEWAY_LIMITS, Limits, OverloadGuard, Throttle
-from .page import Form, NotAccepted, Page, Script, Turn, check_sequence, current_page
+from .page import Form, NotAccepted, Page, PageRequest, Script, check_sequence, current_page
 from .security import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -151,8 +151,8 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
         visit = await run_in_threadpool(arrival.load_visit, engine, study.name, visit.id)
         return current_page(pages, visit, study)
 
-    def turn(request: Request, visit: arrival.Visit) -> Turn:
-        return Turn(visit, gateway, base, csrf_token(request))
+    def turn(request: Request, visit: arrival.Visit) -> PageRequest:
+        return PageRequest(visit, gateway, base, csrf_token(request))
 
     async def arrive(request: Request) -> Response:
         check_study(request)
@@ -168,7 +168,7 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
         # The address bar drops Prolific's parameters at once.
         return go(current_page(pages, visit, study))
 
-    def settle_arrival(arriving: Turn) -> arrival.Visit:
+    def settle_arrival(arriving: PageRequest) -> arrival.Visit:
         """Each page's ``on_arrival`` in turn, each given the visit as the one before left it."""
         for page in pages:
             arriving = replace(arriving, visit=page.on_arrival(arriving))

@@ -9,17 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Engine, func, select, update
 
-from ..slots.leases import COUNTED
+from ..states import SUBMITTED, Outcome
 from ..store import assignments, insert_once, now, page_answers, participants, visits
 
 _PROLIFIC_ID = r"^[0-9a-fA-F]{24}$"
-EMAIL_DOMAIN = "prolific.invalid"
 
 
 class ProlificParameters(BaseModel):
@@ -42,21 +40,6 @@ def read_parameters(query: Mapping[str, str]) -> ProlificParameters | list[str]:
         return ProlificParameters.model_validate(dict(query))
     except ValidationError as error:
         return sorted({str(problem["loc"][0]) for problem in error.errors()})
-
-
-def user_email(external_id: str) -> str:
-    return f"{external_id.lower()}@{EMAIL_DOMAIN}"
-
-
-class Outcome(StrEnum):
-    """How a visit ended (``visits.outcome``; none while it goes on)."""
-
-    COMPLETED = "completed"  # it rated at least one episode
-    NO_SLOTS = "no_slots"  # nothing was left for it to rate
-    NOT_ADMITTED = "not_admitted"  # refused at admission (a study requiring a round)
-    # A qualification round's participant who failed it in another session: given the
-    # screen-out code again, nothing to rate.
-    SCREENED_OUT = "screened_out"
 
 
 @dataclass(frozen=True)
@@ -95,7 +78,7 @@ def load_visit(engine: Engine, study: str, visit_id: int) -> Visit | None:
     study's visit is none of its own): one query (every request makes it), a row per page
     answered."""
     rated = (select(func.count()).select_from(assignments)
-             .where(assignments.c.visit_id == visits.c.id, assignments.c.state.in_(COUNTED))
+             .where(assignments.c.visit_id == visits.c.id, assignments.c.state.in_(SUBMITTED))
              .scalar_subquery())
     with engine.connect() as conn:
         rows = conn.execute(

@@ -19,9 +19,10 @@ from ..screening.typing_counts import TypingCounts, page_counting
 from ..screening.visible import VisibleSeconds, page_measuring
 from ..settings import StudyFile
 from ..slots import leases
+from ..states import AssignmentState, Outcome
 from . import arrival
-from .arrival import Outcome, Visit
-from .page import NotAccepted, Page, Script, Turn
+from .arrival import Visit
+from .page import NotAccepted, Page, PageRequest, Script
 from .security import json_for_html
 
 # A rating is a set of short answers; the bound leaves room for long rationales.
@@ -31,7 +32,7 @@ TOO_LONG = (f"This rating is too long to save: its rationales together may hold 
 _EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
 
 
-class Submission(BaseModel):
+class PostedRating(BaseModel):
     """The body of ``POST /s/<name>/submit``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -67,13 +68,13 @@ class Admission(Page):
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return study.requires_qualification is not None and self.name not in visit.answered
 
-    def on_arrival(self, turn: Turn) -> Visit:
+    def on_arrival(self, turn: PageRequest) -> Visit:
         return self._admit(turn) if self.is_displayed(turn.visit, turn.study) else turn.visit
 
-    def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
         return None if self.name in self._admit(turn).answered else {"message": NOT_ADMITTED}
 
-    def _admit(self, turn: Turn) -> Visit:
+    def _admit(self, turn: PageRequest) -> Visit:
         """The visit admitted (its answer recorded) or refused (finished ``not_admitted``)."""
         required, visit = turn.study.requires_qualification, turn.visit
         if (required is not None and visit.outcome is None
@@ -94,11 +95,11 @@ class Instructions(Page):
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return visit.outcome is None and not visit.instructions_read
 
-    def vars_for_template(self, turn: Turn) -> dict[str, Any]:
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any]:
         return {"instructions": turn.gateway.instructions,
                 "first_time": not turn.visit.instructions_read}
 
-    def before_next_page(self, turn: Turn, answers: BaseModel) -> Visit:
+    def before_next_page(self, turn: PageRequest, answers: BaseModel) -> Visit:
         arrival.mark_instructions_read(turn.engine, turn.visit.id)
         return replace(turn.visit, instructions_read=True)
 
@@ -108,12 +109,12 @@ class Rate(Page):
     script posts the rating."""
 
     name = "rate"
-    submit = Script("submit", Submission, MAX_SUBMISSION, TOO_LONG, "a rating")
+    submit = Script("submit", PostedRating, MAX_SUBMISSION, TOO_LONG, "a rating")
 
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return visit.outcome is None and visit.rated < study.episodes_per_participant
 
-    def on_arrival(self, turn: Turn) -> Visit:
+    def on_arrival(self, turn: PageRequest) -> Visit:
         """An arrival with nothing to rate (every slot taken, or had: the study may be closed;
         in a qualification round, every gold episode had, or a verdict given in another
         session) ends here, before reading instructions it would not be paid for. A visit that
@@ -127,7 +128,7 @@ class Rate(Page):
             return visit
         return _finish(turn, visit)
 
-    def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
         study, visit = turn.study, turn.visit
         assignment = None if _judged(turn) else leases.lease_for_visit(
             turn.engine, study.name, visit.id, visit.participant_id,
@@ -154,7 +155,7 @@ class Rate(Page):
         return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
 
-    def before_next_page(self, turn: Turn, answers: Submission) -> Visit:
+    def before_next_page(self, turn: PageRequest, answers: PostedRating) -> Visit:
         """Record the rating with its slot and its page's measures; a retry of one recorded
         (other measures included) changes nothing. It may come after the page was left (a
         double click on the last episode), so it is read whatever the current page: the
@@ -169,7 +170,7 @@ class Rate(Page):
         settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode,
                                 study.adaptive, typing=answers.typing,
                                 visible_seconds=answers.visible_seconds)
-        if settled.state == "saving":
+        if settled.state == AssignmentState.SAVING:
             turn.gateway.writer.rating_recorded()
         # Read again: how many this visit has rated is what the rating changed.
         after = arrival.load_visit(turn.engine, study.name, visit.id)
@@ -178,7 +179,7 @@ class Rate(Page):
         return after
 
 
-def _judged(turn: Turn) -> qualification.Verdict | None:
+def _judged(turn: PageRequest) -> qualification.Verdict | None:
     """In a qualification round, the verdict the visit's participant holds (given in this
     session or another): they are served nothing more. None before it, and in any other
     study."""
@@ -187,7 +188,7 @@ def _judged(turn: Turn) -> qualification.Verdict | None:
     return qualification.verdict_of(turn.engine, turn.visit.participant_id)
 
 
-def _verdict(turn: Turn, visit_id: int) -> qualification.Verdict | None:
+def _verdict(turn: PageRequest, visit_id: int) -> qualification.Verdict | None:
     """A qualification round's verdict on the participant of a visit that ended by it (given
     the first time, read back after); None in any other study."""
     qualifying = turn.study.qualification
@@ -197,7 +198,7 @@ def _verdict(turn: Turn, visit_id: int) -> qualification.Verdict | None:
                                      qualifying.max_distance)
 
 
-def _finish(turn: Turn, visit: Visit) -> Visit:
+def _finish(turn: PageRequest, visit: Visit) -> Visit:
     """End the visit: completed when it rated anything, else screened out when its
     participant failed the qualification round in another session, else no slots. A completed
     visit of a qualification round is scored at once, so a passer who closes the tab after the
@@ -214,7 +215,7 @@ def _finish(turn: Turn, visit: Visit) -> Visit:
     return replace(visit, outcome=visit.outcome or outcome)
 
 
-def _leaving(turn: Turn) -> tuple[str, str]:
+def _leaving(turn: PageRequest) -> tuple[str, str]:
     """The code and address of a visit ended by its ratings or by a verdict: the completion
     code, except for a participant who did not pass a qualification round, who gets its
     screen-out code (never why)."""
@@ -236,7 +237,7 @@ class Done(Page):
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return True
 
-    def vars_for_template(self, turn: Turn) -> dict[str, Any]:
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any]:
         study, visit = turn.study, turn.visit
         if visit.outcome is None:
             _finish(turn, visit)

@@ -62,7 +62,7 @@ class NotAccepted(Exception):
 
 
 @dataclass(frozen=True)
-class Turn:
+class PageRequest:
     """One request on a page: the visit as it stands, the gateway, the study's address
     (``/s/<name>``) and the session's CSRF token."""
 
@@ -93,13 +93,13 @@ class Page:
     def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
         return self.name not in visit.answered
 
-    def on_arrival(self, turn: Turn) -> Visit:
+    def on_arrival(self, turn: PageRequest) -> Visit:
         return turn.visit
 
-    def vars_for_template(self, turn: Turn) -> dict[str, Any] | None:
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
         return {}
 
-    def before_next_page(self, turn: Turn, answers: BaseModel) -> Visit:
+    def before_next_page(self, turn: PageRequest, answers: BaseModel) -> Visit:
         arrival.record_answers(turn.engine, turn.visit.id, self.name,
                                answers.model_dump(mode="json"))
         return replace(turn.visit, answered=turn.visit.answered | {self.name})

@@ -35,8 +35,8 @@ from sqlalchemy.exc import IntegrityError
 from ...errors import StudyError
 from ...labelstudio.results import read_json_results
 from ...scores import RATING_FIELDS, scores_disagree
-from ..live.snapshots import snapshot_in
 from ..settings import Adaptive, StudyFile
+from ..states import SUBMITTED, AssignmentState, SlotState
 from ..store import (
     add_once,
     added_ratings,
@@ -48,6 +48,7 @@ from ..store import (
     now,
     save_failures,
     slots,
+    snapshot_in,
     visits,
 )
 from ..screening.typing_counts import TypingCounts, add_typing
@@ -58,10 +59,6 @@ log = logging.getLogger("sotopia_ls.study")
 # Candidates read per query; more are read when all of them were taken meanwhile.
 _CANDIDATES = 8
 _ROUNDS = 5
-
-# States of an assignment the participant submitted.
-COUNTED = ("saving", "saved", "surplus", "failed", "shelved")
-
 
 @dataclass(frozen=True)
 class FailedSave:
@@ -184,7 +181,7 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
         ordinary = [] if gold_only else others
         if ordinary:
             conn.execute(insert_of(conn, slots).on_conflict_do_nothing(), [
-                {"study": study, "task_id": task, "slot": slot, "state": "free"}
+                {"study": study, "task_id": task, "slot": slot, "state": SlotState.FREE}
                 for task in ordinary for slot in range(1, k + 1)])
     return Added(ordinary=len(ordinary), gold=len(set(references) - recorded),
                  unserved=len(others) - len(ordinary))
@@ -210,14 +207,14 @@ def shown_episode(engine: Engine, study: str, task_id: int) -> dict[str, Any]:
 
 
 def _free(moment: datetime) -> Any:
-    return or_(slots.c.state == "free",
-               and_(slots.c.state == "leased", slots.c.expires_at < moment))
+    return or_(slots.c.state == SlotState.FREE,
+               and_(slots.c.state == SlotState.LEASED, slots.c.expires_at < moment))
 
 
 def _filled(moment: datetime) -> Any:
     return func.sum(case(
-        (or_(slots.c.state == "done",
-             and_(slots.c.state == "leased", slots.c.expires_at >= moment)), 1),
+        (or_(slots.c.state == SlotState.DONE,
+             and_(slots.c.state == SlotState.LEASED, slots.c.expires_at >= moment)), 1),
         else_=0,
     ))
 
@@ -255,8 +252,8 @@ def _take_slot(conn: Connection, study: str, task_id: int, moment: datetime,
         .order_by(slots.c.slot)
     ).all()
     for slot, state, previous in seen:
-        same = (slots.c.state == "free") if state == "free" else and_(
-            slots.c.state == "leased", slots.c.assignment_id == previous,
+        same = (slots.c.state == SlotState.FREE) if state == SlotState.FREE else and_(
+            slots.c.state == SlotState.LEASED, slots.c.assignment_id == previous,
             slots.c.expires_at < moment,
         )
         taken = conn.execute(
@@ -267,8 +264,9 @@ def _take_slot(conn: Connection, study: str, task_id: int, moment: datetime,
         if taken:
             if previous is not None:
                 conn.execute(update(assignments)
-                             .where(assignments.c.id == previous, assignments.c.state == "leased")
-                             .values(state="expired"))
+                             .where(assignments.c.id == previous,
+                                    assignments.c.state == AssignmentState.LEASED)
+                             .values(state=AssignmentState.EXPIRED))
             return slot
     return None
 
@@ -285,7 +283,7 @@ def _visit_lease(conn: Connection, visit_id: int, moment: datetime,
     gold one has no slot: it is always its own)."""
     row = conn.execute(
         select(assignments, _is_gold(assignments.c.study, assignments.c.task_id).label("gold"))
-        .where(assignments.c.visit_id == visit_id, assignments.c.state == "leased")
+        .where(assignments.c.visit_id == visit_id, assignments.c.state == AssignmentState.LEASED)
         .order_by(assignments.c.id.desc()).limit(1)
     ).first()
     if row is None:
@@ -295,19 +293,20 @@ def _visit_lease(conn: Connection, visit_id: int, moment: datetime,
     renewed = conn.execute(
         update(slots)
         .where(slots.c.study == row.study, slots.c.task_id == row.task_id,
-               slots.c.assignment_id == row.id, slots.c.state == "leased")
+               slots.c.assignment_id == row.id, slots.c.state == SlotState.LEASED)
         .values(expires_at=moment + lease)
     ).rowcount
     if renewed:
         return Assignment.of(row)
-    conn.execute(update(assignments).where(assignments.c.id == row.id).values(state="expired"))
+    conn.execute(update(assignments).where(assignments.c.id == row.id)
+                 .values(state=AssignmentState.EXPIRED))
     return None
 
 
 def _gold_turn(conn: Connection, share: GoldShare, visit_id: int, arrived_at: datetime) -> bool:
     """Whether the visit's next position (how many it has rated) is a gold one."""
     rated = conn.execute(select(func.count()).select_from(assignments).where(
-        assignments.c.visit_id == visit_id, assignments.c.state.in_(COUNTED))).scalar_one()
+        assignments.c.visit_id == visit_id, assignments.c.state.in_(SUBMITTED))).scalar_one()
     return rated in share.positions(visit_id, aware(arrived_at))
 
 
@@ -345,7 +344,8 @@ def has_work(engine: Engine, study: str, visit_id: int, participant_id: int,
     before the visit asks, so True promises nothing; False is final for this moment."""
     with engine.connect() as conn:
         if conn.execute(select(assignments.c.id).where(
-                assignments.c.visit_id == visit_id, assignments.c.state == "leased")).first():
+                assignments.c.visit_id == visit_id,
+                assignments.c.state == AssignmentState.LEASED)).first():
             return True
         if gold_share is not None:
             arrived_at = conn.execute(select(visits.c.arrived_at)
@@ -401,7 +401,7 @@ def _lease_for_visit(engine: Engine, study: str, visit_id: int, participant_id: 
                 return None
             for task_id in candidates:
                 slot = _take_slot(conn, study, task_id, moment,
-                                  {"state": "leased", "assignment_id": None,
+                                  {"state": SlotState.LEASED, "assignment_id": None,
                                    "expires_at": moment + lease})
                 if slot is not None:
                     return _new_assignment(conn, study, task_id, slot, participant_id,
@@ -414,7 +414,8 @@ def _new_assignment(conn: Connection, study: str, task_id: int, slot: int | None
     """A leased assignment on the task, holding ``slot`` (None: a gold episode's, slotless)."""
     assignment_id = conn.execute(insert(assignments).values(
         key=secrets.token_hex(16), study=study, task_id=task_id,
-        participant_id=participant_id, visit_id=visit_id, state="leased", assigned_at=moment,
+        participant_id=participant_id, visit_id=visit_id, state=AssignmentState.LEASED,
+        assigned_at=moment,
         late=0,
     )).inserted_primary_key[0]
     if slot is not None:
@@ -469,26 +470,27 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
         # Locked too: a gold episode has no slots to serialize two submissions of it.
         row = conn.execute(select(assignments).where(assignments.c.id == assignment.id)
                            .with_for_update()).one()
-        if row.state in COUNTED:
+        if row.state in SUBMITTED:
             return Assignment.of(row)
         held = conn.execute(
             select(slots.c.slot, slots.c.expires_at).where(
                 slots.c.study == row.study, slots.c.task_id == row.task_id,
-                slots.c.assignment_id == row.id, slots.c.state == "leased")
+                slots.c.assignment_id == row.id, slots.c.state == SlotState.LEASED)
         ).first()
-        late = row.state == "expired" or (held is not None and aware(held.expires_at) < moment)
-        done = {"state": "done", "assignment_id": row.id, "expires_at": None}
+        late = (row.state == AssignmentState.EXPIRED
+                or (held is not None and aware(held.expires_at) < moment))
+        done = {"state": SlotState.DONE, "assignment_id": row.id, "expires_at": None}
         slot = None  # the slot the rating counts for (none: a gold episode's, or surplus)
         if held is not None:
             conn.execute(update(slots).where(
                 slots.c.study == row.study, slots.c.task_id == row.task_id,
-                slots.c.assignment_id == row.id, slots.c.state == "leased").values(**done))
-            slot, state = held.slot, "saving"
+                slots.c.assignment_id == row.id, slots.c.state == SlotState.LEASED).values(**done))
+            slot, state = held.slot, AssignmentState.SAVING
         elif conn.execute(select(_is_gold(row.study, row.task_id))).scalar_one():
-            state = "saving"
+            state = AssignmentState.SAVING
         else:
             slot = _take_slot(conn, row.study, row.task_id, moment, done)
-            state = "surplus" if slot is None else "saving"
+            state = AssignmentState.SURPLUS if slot is None else AssignmentState.SAVING
         shown = aware(row.first_shown_at) or aware(row.assigned_at)
         lead_time = (moment - shown).total_seconds()
         conn.execute(update(assignments).where(assignments.c.id == row.id).values(
@@ -539,12 +541,12 @@ def _add_slot(conn: Connection, study: str, task_id: int, adaptive: Adaptive) ->
         select(slots.c.slot, slots.c.state, assignments.c.results)
         .outerjoin(assignments, assignments.c.id == slots.c.assignment_id)
         .where(slots.c.study == study, slots.c.task_id == task_id)).all()
-    if (len(held) >= adaptive.max_raters or any(row.state != "done" for row in held)
+    if (len(held) >= adaptive.max_raters or any(row.state != SlotState.DONE for row in held)
             or not disagree([row.results for row in held], adaptive.threshold)
             or _agreement_narrow(conn, study, adaptive.target_width)):
         return
     add_once(conn, slots, {"study": study, "task_id": task_id,
-                           "slot": max(row.slot for row in held) + 1, "state": "free"})
+                           "slot": max(row.slot for row in held) + 1, "state": SlotState.FREE})
 
 
 @dataclass(frozen=True)
@@ -562,7 +564,7 @@ def added_slots(engine: Engine, study: str, k: int) -> AddedSlots:
     added = and_(slots.c.study == study, slots.c.slot > k)
     with engine.connect() as conn:
         opened, rated = conn.execute(select(
-            func.count(), func.count().filter(slots.c.state == "done")).where(added)).one()
+            func.count(), func.count().filter(slots.c.state == SlotState.DONE)).where(added)).one()
     return AddedSlots(opened, rated)
 
 
@@ -576,16 +578,19 @@ def added_slot(engine: Engine, assignment_id: int) -> int | None:
 def mark_saved(engine: Engine, assignment_id: int, annotation_id: int) -> None:
     with engine.begin() as conn:
         conn.execute(update(assignments)
-                     .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
-                     .values(state="saved", ls_annotation_id=annotation_id, saved_at=now()))
+                     .where(assignments.c.id == assignment_id,
+                            assignments.c.state == AssignmentState.SAVING)
+                     .values(state=AssignmentState.SAVED, ls_annotation_id=annotation_id,
+                             saved_at=now()))
 
 
 def mark_failed(engine: Engine, assignment_id: int, reason: str) -> None:
     """Stop trying to save a rating Label Studio refused; it stays here with ``reason``."""
     with engine.begin() as conn:
         if conn.execute(update(assignments)
-                        .where(assignments.c.id == assignment_id, assignments.c.state == "saving")
-                        .values(state="failed", save_claimed_until=None)).rowcount:
+                        .where(assignments.c.id == assignment_id,
+                               assignments.c.state == AssignmentState.SAVING)
+                        .values(state=AssignmentState.FAILED, save_claimed_until=None)).rowcount:
             conn.execute(insert(save_failures).values(assignment_id=assignment_id,
                                                       reason=reason, failed_at=now()))
 
@@ -597,7 +602,7 @@ def failed_saves(engine: Engine, study: str) -> list[FailedSave]:
             select(assignments.c.id, assignments.c.task_id, save_failures.c.reason,
                    save_failures.c.failed_at)
             .join(save_failures, save_failures.c.assignment_id == assignments.c.id)
-            .where(assignments.c.study == study, assignments.c.state == "failed")
+            .where(assignments.c.study == study, assignments.c.state == AssignmentState.FAILED)
             .order_by(assignments.c.id)).all()
     return [FailedSave(row.id, row.task_id, row.reason, aware(row.failed_at)) for row in rows]
 
@@ -605,7 +610,7 @@ def failed_saves(engine: Engine, study: str) -> list[FailedSave]:
 def _failed(conn: Connection, study: str, assignment_ids: list[int] | None) -> list[int]:
     """``assignment_ids`` (or every failed rating of the study), each checked to be one."""
     failed = set(conn.execute(select(assignments.c.id).where(
-        assignments.c.study == study, assignments.c.state == "failed")).scalars())
+        assignments.c.study == study, assignments.c.state == AssignmentState.FAILED)).scalars())
     chosen = failed if assignment_ids is None else set(assignment_ids)
     unknown = sorted(chosen - failed)
     if unknown:
@@ -621,7 +626,7 @@ def retry_failed(engine: Engine, study: str, assignment_ids: list[int] | None) -
     with engine.begin() as conn:
         chosen = _failed(conn, study, assignment_ids)
         conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
-                     .values(state="saving", save_claimed_until=None))
+                     .values(state=AssignmentState.SAVING, save_claimed_until=None))
         conn.execute(delete(save_failures).where(save_failures.c.assignment_id.in_(chosen)))
     return chosen
 
@@ -633,10 +638,10 @@ def shelve_failed(engine: Engine, study: str, assignment_ids: list[int] | None) 
     with engine.begin() as conn:
         chosen = _failed(conn, study, assignment_ids)
         conn.execute(update(slots).where(slots.c.assignment_id.in_(chosen),
-                                         slots.c.state == "done")
-                     .values(state="free", assignment_id=None, expires_at=None))
+                                         slots.c.state == SlotState.DONE)
+                     .values(state=SlotState.FREE, assignment_id=None, expires_at=None))
         conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
-                     .values(state="shelved"))
+                     .values(state=AssignmentState.SHELVED))
     return chosen
 
 
@@ -663,11 +668,12 @@ def claim_saves(engine: Engine, study: str, *, limit: int, hold_seconds: float) 
     with engine.begin() as conn:
         waiting = conn.execute(
             select(assignments.c.id).where(assignments.c.study == study,
-                                           assignments.c.state == "saving", free)
+                                           assignments.c.state == AssignmentState.SAVING, free)
             .order_by(assignments.c.id).limit(limit)).scalars().all()
         for assignment_id in waiting:
             if conn.execute(update(assignments).where(
-                    assignments.c.id == assignment_id, assignments.c.state == "saving", free)
+                    assignments.c.id == assignment_id,
+                    assignments.c.state == AssignmentState.SAVING, free)
                     .values(save_claimed_until=moment + timedelta(seconds=hold_seconds))).rowcount:
                 claimed.append(assignment_id)
     return claimed
