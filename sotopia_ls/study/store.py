@@ -38,7 +38,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ..errors import StudyError, redacted
-from .states import SlotState
+from .states import IN_EXPORT, SlotState
 
 metadata = MetaData()
 
@@ -358,3 +358,10 @@ def snapshot_in(conn: Connection, study: str) -> Snapshot | None:
     row = conn.execute(select(agreement_snapshots)
                        .where(agreement_snapshots.c.study == study)).one_or_none()
     return None if row is None else Snapshot(aware(row.computed_at), row.ratings, row.figures)
+
+
+def rated(study: str) -> Any:
+    """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
+    golden = select(gold.c.task_id).where(gold.c.study == study)
+    return ((assignments.c.study == study) & assignments.c.state.in_(IN_EXPORT)
+            & assignments.c.task_id.not_in(golden))

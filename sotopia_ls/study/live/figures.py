@@ -22,9 +22,8 @@ from ...exporter.tables import (
     scores_long,
 )
 from ...labelstudio.results import read_json_results
-from .snapshots import Snapshot, rated
 from ..settings import StudyFile
-from ..store import assignments, episode_ids, now
+from ..store import Snapshot, assignments, episode_ids, now, rated
 
 # figure name → (the report's column, its table): "agreement" or "gwet".
 FIGURES = {

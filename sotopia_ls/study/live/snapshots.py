@@ -26,15 +26,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ...extras import install_commands, missing_modules
 from ...labelstudio.tasks import EPISODE_ID
 from ..settings import StudyFile
-from ..states import IN_EXPORT
 from ..store import (
     Snapshot,
     agreement_snapshots,
     assignments,
     episode_ids,
-    gold,
     open_store,
     participants,
+    rated,
     snapshot_in,
     visits,
 )
@@ -72,13 +71,6 @@ def figures_unavailable() -> str | None:
         return None
     return (f"running agreement not computed: {', '.join(missing)} not installed here: "
             + " && ".join(install_commands("export", missing)))
-
-
-def rated(study: str) -> Any:
-    """The condition on ``assignments``: the study's ratings on ordinary episodes (not gold)."""
-    golden = select(gold.c.task_id).where(gold.c.study == study)
-    return ((assignments.c.study == study) & assignments.c.state.in_(IN_EXPORT)
-            & assignments.c.task_id.not_in(golden))
 
 
 def save_snapshot(engine: Engine, study: str, snapshot: Snapshot) -> None:
