@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, select
 
-from ...labelstudio.results import read_json_results
 from ..serving.arrival import Outcome
 from ..slots.leases import COUNTED
 from ..store import (
@@ -61,9 +60,8 @@ def _participant_distance(conn: Connection, study: str, participant_id: int) -> 
                assignments.c.state.in_(COUNTED))
     ).all()
     distances = []
-    for results, reference in rows:
-        fields, _ = read_json_results(results)
-        farthest = largest_distance(fields, reference)
+    for scores, reference in rows:
+        farthest = largest_distance(scores, reference)
         if farthest is not None:
             _, score, truth = farthest
             distances.append(abs(score - truth))
