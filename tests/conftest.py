@@ -135,7 +135,17 @@ def project_title() -> str:
 
 def results_of(scores: Mapping[int, Mapping[str, tuple[str, int]]]) -> list[dict[str, Any]]:
     """A Label Studio result list answering ``{agent: {dimension: (rationale, score)}}``."""
-    return evaluation_results(Evaluation(agents=tuple(scores[agent] for agent in AGENTS)))
+    return evaluation_results(evaluation_of(scores))
+
+
+def flat_of(scores: Mapping[int, Mapping[str, tuple[str, int]]]) -> dict[str, Any]:
+    """The flat form answering ``{agent: {dimension: (rationale, score)}}``: a submission's
+    scores as the gateway stores them."""
+    return evaluation_of(scores).flat()
+
+
+def evaluation_of(scores: Mapping[int, Mapping[str, tuple[str, int]]]) -> Evaluation:
+    return Evaluation(agents=tuple(scores[agent] for agent in AGENTS))
 
 
 def row_results(row: Mapping[str, Any]) -> list[dict[str, Any]]:

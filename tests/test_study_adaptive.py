@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import Engine, func, insert, select
 from starlette.testclient import TestClient
 
-from conftest import invoke, results_of, with_meta
+from conftest import flat_of, invoke, results_of, with_meta
 from study_support import (
     EDITOR,
     Participant,
@@ -67,19 +67,25 @@ ADAPTIVE = {"threshold": 2}  # k = 2, so at most 3 raters: one extra
 SECRET = secrets.token_urlsafe(32)
 
 
-def rating(goal: int) -> list[dict[str, Any]]:
+def answers(goal: int) -> dict[int, dict[str, tuple[str, int]]]:
     """A complete rating: every score two above its range's low end, agent 1's goal ``goal``."""
     chosen = {agent: {d.key: (f"why {d.key}", d.range_low + 2) for d in DIMENSIONS}
               for agent in AGENTS}
     chosen[1]["goal"] = ("why goal", goal)
-    return results_of(chosen)
+    return chosen
+
+
+def rating(goal: int) -> list[dict[str, Any]]:
+    """The rating as the page submits it."""
+    return results_of(answers(goal))
 
 
 def rate(engine: Engine, study: StudyFile, goal: int) -> leases.Assignment:
     """A new participant takes an episode and submits a rating with agent 1's goal ``goal``."""
     taken = lease(engine, study, visitor(engine, study))
     assert taken is not None, "no episode left"
-    return leases.settle(engine, taken, rating(goal), study.raters_per_episode, study.adaptive)
+    return leases.settle(engine, taken, flat_of(answers(goal)), study.raters_per_episode,
+                         study.adaptive)
 
 
 def slot_numbers(engine: Engine, task: int, study: str = "pilot") -> list[int]:
@@ -122,7 +128,7 @@ def test_an_episode_with_its_added_slot_open_or_leased_is_in_progress_not_done(a
     assert counts() == (0, 1, 2, 0)
     third = lease(engine, study, visitor(engine, study))
     assert third.task_id == 11 and counts() == (0, 1, 2, 1)
-    leases.settle(engine, third, rating(6), study.raters_per_episode, study.adaptive)
+    leases.settle(engine, third, flat_of(answers(6)), study.raters_per_episode, study.adaptive)
     assert counts() == (1, 0, 2, 0)
 
 
@@ -260,7 +266,8 @@ def test_on_postgresql_two_gateways_settling_the_disagreeing_ratings_at_once_ope
 
         def submit(gateway: Engine, mine: leases.Assignment, goal: int) -> None:
             start.wait()
-            leases.settle(gateway, mine, rating(goal), study.raters_per_episode, study.adaptive)
+            leases.settle(gateway, mine, flat_of(answers(goal)), study.raters_per_episode,
+                          study.adaptive)
 
         both = [threading.Thread(target=submit, args=(gateway, mine, goal))
                 for gateway, mine, goal in zip((engine, other), pair, (10, 0))]

@@ -55,9 +55,12 @@ SECRET = secrets.token_urlsafe(32)
 class Study:
     """A study on a fresh project of three episodes, with its gateway app in this process."""
 
-    def __init__(self, client: Client, title: str, tmp: Path, **fields: object) -> None:
+    def __init__(self, client: Client, title: str, tmp: Path, config: str | None = None,
+                 **fields: object) -> None:
         self.client = client
         self.project = study_project(client, title, episodes=3)
+        if config is not None:  # the researcher's own labeling config
+            client.projects.update(id=self.project, label_config=config)
         self.settings: StudyFile = make_study(tmp, self.project, **fields)
         self.engine: Engine = open_store(self.settings.database)
         self.gateway = prepare_gateway(self.settings, client, self.engine)
@@ -77,7 +80,7 @@ class Study:
 
     def written(self) -> int:
         """What the gateway's writer does behind the participants, done now: ratings saved."""
-        return save_all_waiting(self.engine, self.client, "pilot")
+        return save_all_waiting(self.engine, self.client, "pilot", self.gateway.writer.targets)
 
     def annotations(self) -> list:
         """Every annotation of the project, once the writer has saved what waits."""

@@ -65,7 +65,7 @@ from sotopia_ls.study.store import assignments, episodes, gold, open_store, slot
 SECRET = secrets.token_urlsafe(32)
 ORDINARY = list(range(1, 41))
 GOLD = [101, 102, 103, 104]
-RESULTS = [{"from_name": "stand-in", "value": {}}]  # settle stores whatever it is given
+SCORES = {"stand-in": 0}  # settle stores whatever scores it is given
 QUALIFICATION = {"screen_out_code": "SCR33N", "screen_out_url": "http://127.0.0.1:9/out"}
 
 
@@ -93,7 +93,7 @@ def whole_visit(engine: Engine, study: StudyFile) -> list[int]:
         taken = lease(engine, study, visit)
         if taken is None:
             break
-        assert leases.settle(engine, taken, RESULTS, study.raters_per_episode).state == "saving"
+        assert leases.settle(engine, taken, SCORES, study.raters_per_episode).state == "saving"
         rated.append(taken.task_id)
     return rated
 
@@ -164,7 +164,7 @@ def test_a_participant_who_had_every_gold_episode_gets_ordinary_ones(tmp_path):
     rated = []
     for _ in range(10):
         taken = lease(engine, study, visit)
-        leases.settle(engine, taken, RESULTS, study.raters_per_episode)
+        leases.settle(engine, taken, SCORES, study.raters_per_episode)
         rated.append(taken.task_id)
 
     assert len(set(rated)) == 10 and sorted(set(rated) & set(GOLD)) == GOLD
@@ -177,7 +177,7 @@ def test_gold_is_work_for_an_arrival_until_they_had_every_gold_episode(tmp_path)
     for _ in GOLD:
         assert leases.has_work(engine, study.name, visit.id, visit.participant_id,
                                leases.GoldShare.of(study))
-        leases.settle(engine, lease(engine, study, visit), RESULTS, study.raters_per_episode)
+        leases.settle(engine, lease(engine, study, visit), SCORES, study.raters_per_episode)
 
     # A qualification round serves gold only: with every one had, nothing is left.
     assert not leases.has_work(engine, study.name, visit.id, visit.participant_id,
@@ -192,10 +192,10 @@ def test_a_gold_lease_is_renewed_never_expires_and_records_one_submission(tmp_pa
     time.sleep(0.2)
 
     assert lease(engine, study, visit, seconds=0.1).key == held.key
-    first = leases.settle(engine, held, RESULTS, study.raters_per_episode)
-    again = leases.settle(engine, held, [{"other": "results"}], study.raters_per_episode)
+    first = leases.settle(engine, held, SCORES, study.raters_per_episode)
+    again = leases.settle(engine, held, {"other": 1}, study.raters_per_episode)
 
-    assert (first.state, first.results) == ("saving", RESULTS) and again == first
+    assert (first.state, first.scores) == ("saving", SCORES) and again == first
     assert arrival.load_visit(engine, study.name, visit.id).rated == 1
     with engine.connect() as conn:
         assert conn.execute(select(assignments.c.state)).scalars().all() == ["saving"]
@@ -213,7 +213,7 @@ def statements_of_each_lease(engine: Engine, study: StudyFile,
         ran.clear()
         held = lease(engine, study, visit)
         taken.append((held.task_id in GOLD, list(ran)))
-        leases.settle(engine, held, RESULTS, study.raters_per_episode)
+        leases.settle(engine, held, SCORES, study.raters_per_episode)
     return taken
 
 

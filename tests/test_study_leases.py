@@ -13,8 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 
+from conftest import flat_of, results_of
 from study_support import check_invariants, make_study, prolific_id
 from sotopia_ls.study.serving import arrival
 from sotopia_ls.study.serving.arrival import ProlificParameters
@@ -24,7 +25,7 @@ from sotopia_ls.study.store import assignments, open_store, slots
 
 POSTGRES = Path(__file__).resolve().parents[1] / "scripts" / "postgres"
 TASKS = [11, 12, 13]
-RESULTS = [{"from_name": "stand-in", "value": {}}]  # settle stores whatever it is given
+SCORES = {"stand-in": 0}  # settle stores whatever scores it is given
 
 
 def setup(url: str, tmp_path: Path, **fields: object) -> tuple[Engine, StudyFile]:
@@ -56,7 +57,7 @@ def lease(engine: Engine, study: StudyFile, visit: arrival.Visit,
 def rate(engine: Engine, study: StudyFile, visit: arrival.Visit) -> leases.Assignment | None:
     """The visitor takes an episode and submits it at once."""
     taken = lease(engine, study, visit)
-    return leases.settle(engine, taken, RESULTS, study.raters_per_episode) if taken else None
+    return leases.settle(engine, taken, SCORES, study.raters_per_episode) if taken else None
 
 
 def raters(engine: Engine) -> Counter[int]:
@@ -92,7 +93,7 @@ def test_whether_an_arrival_has_work_is_read_without_taking_a_slot(sqlite_study)
 
     assert not work_for(engine, study, latecomer)  # the study is full
     assert work_for(engine, study, holder)  # the last lease's holder goes on to rate
-    leases.settle(engine, held, RESULTS, study.raters_per_episode)
+    leases.settle(engine, held, SCORES, study.raters_per_episode)
     assert not work_for(engine, study, holder)
 
 
@@ -145,7 +146,7 @@ def test_a_late_submission_counts_when_its_slot_is_still_free(sqlite_study):
     held = lease(engine, study, visit, seconds=0.1)
     time.sleep(0.2)
 
-    settled = leases.settle(engine, held, RESULTS, study.raters_per_episode)
+    settled = leases.settle(engine, held, SCORES, study.raters_per_episode)
 
     assert (settled.state, settled.late) == ("saving", True)
     check_invariants(engine, study)
@@ -159,9 +160,9 @@ def test_a_late_submission_whose_slot_was_taken_is_kept_as_surplus_not_dropped(s
     for _ in range(k):
         rate(engine, study, visitor(engine, study))  # both slots go to newcomers, who submit
 
-    settled = [leases.settle(engine, a, RESULTS, k) for a in late_ones]
+    settled = [leases.settle(engine, a, SCORES, k) for a in late_ones]
 
-    assert [(a.state, a.late, a.results) for a in settled] == [("surplus", True, RESULTS)] * k
+    assert [(a.state, a.late, a.scores) for a in settled] == [("surplus", True, SCORES)] * k
     assert raters(engine)[late_ones[0].task_id] == k
     check_invariants(engine, study)
 
@@ -169,13 +170,35 @@ def test_a_late_submission_whose_slot_was_taken_is_kept_as_surplus_not_dropped(s
 def test_submitting_twice_records_once(sqlite_study):
     engine, study = sqlite_study
     held = lease(engine, study, visitor(engine, study))
-    first = leases.settle(engine, held, RESULTS, study.raters_per_episode)
-    again = leases.settle(engine, held, [{"other": "results"}], study.raters_per_episode)
+    first = leases.settle(engine, held, SCORES, study.raters_per_episode)
+    again = leases.settle(engine, held, {"other": 1}, study.raters_per_episode)
 
     assert again == first
     with engine.connect() as conn:
         assert conn.execute(select(slots.c.state).where(slots.c.assignment_id == held.id)
                             ).scalars().all() == ["done"]
+
+
+def a_rating_stored_by_an_earlier_release_is_read_as_its_scores(url: str, tmp_path: Path,
+                                                                 **fields: object) -> None:
+    engine, study = setup(url, tmp_path, **fields)
+    held = lease(engine, study, visitor(engine, study))
+    answers = {agent: {"goal": ("met most of it", 7)} for agent in (1, 2)}
+    leases.settle(engine, held, SCORES, study.raters_per_episode)
+    with engine.begin() as conn:  # an earlier release stored Label Studio's results
+        conn.execute(update(assignments).where(assignments.c.id == held.id)
+                     .values(results=results_of(answers)))
+
+    reopened = open_store(url)  # the gateway started again by this release
+
+    assert leases.load(reopened, held.id).scores == flat_of(answers)
+    assert leases.load(open_store(url), held.id).scores == flat_of(answers)  # and once more
+    reopened.dispose()
+
+
+def test_a_rating_stored_by_an_earlier_release_is_read_as_its_scores(tmp_path):
+    a_rating_stored_by_an_earlier_release_is_read_as_its_scores(
+        f"sqlite:///{tmp_path / 'gateway.sqlite3'}", tmp_path)
 
 
 def crowd(engine: Engine, study: StudyFile, people: int) -> list[leases.Assignment | None]:
@@ -218,5 +241,6 @@ def test_on_postgresql_gateways_sharing_the_database_never_give_a_slot_twice(tmp
         check_invariants(engine, study)
         engine.dispose()
         other.dispose()
+        a_rating_stored_by_an_earlier_release_is_read_as_its_scores(url, tmp_path, name="later")
     finally:
         subprocess.run([str(POSTGRES), "stop", str(cluster)], check=False)

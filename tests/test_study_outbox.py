@@ -21,6 +21,7 @@ from conftest import invoke, results_of
 from study_support import answers, check_invariants
 from test_study_gateway import Study
 from sotopia_ls.cli import main
+from sotopia_ls.config import labeling_config
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.outbox.saving import save_all_waiting
@@ -133,6 +134,23 @@ def test_a_rationale_holding_nul_is_saved_without_it(study):
     (annotation,) = study.annotations()
     saved = next(r for r in annotation.result if r["from_name"] == "believability_reasoning_1")
     assert saved["value"]["text"] == ["calm"]
+
+
+def test_a_rating_is_saved_labelling_the_object_the_project_s_config_names(
+    ls_client: Client, project_title: str, tmp_path: Path
+):
+    # The researcher's config names the conversation otherwise; the page sends "dialogue".
+    renamed = labeling_config().replace('name="dialogue"', 'name="conversation"').replace(
+        'toName="dialogue"', 'toName="conversation"')
+    study = Study(ls_client, project_title, tmp_path, config=renamed)
+    someone = study.participant()
+    someone.begin()
+
+    assert someone.rate(3).status_code == 200
+
+    (annotation,) = study.annotations()
+    assert {result["to_name"] for result in annotation.result} == {"conversation"}
+    assert len(annotation.result) == len(results_of(answers(3)))
 
 
 def refused_by_label_studio(study: Study, label_studio: LocalServer) -> None:

@@ -32,7 +32,7 @@ from sqlalchemy import Engine, func, select
 from starlette.testclient import TestClient
 
 from browser import VIEWPORT
-from conftest import results_of, task_ids
+from conftest import flat_of, results_of, task_ids
 from study_support import (
     BOOT,
     CODE,
@@ -79,12 +79,17 @@ REFERENCE = {rating_name(key, agent): RUBRIC[key].values[len(RUBRIC[key].values)
 OFF_BY_THREE = {"believability_1": 3}
 
 
-def ratings(offsets: dict[str, int], text: str = "rationale") -> list[dict[str, Any]]:
+def answers(offsets: dict[str, int], text: str = "rationale") -> dict[int, dict[str, Any]]:
     """A complete rating: the reference moved by ``offsets`` (rating name → points)."""
-    return results_of({agent: {key: (f"{text} on {key} for agent {agent}",
-                                     REFERENCE[rating_name(key, agent)]
-                                     + offsets.get(rating_name(key, agent), 0))
-                               for key in DIMENSION_KEYS} for agent in AGENTS})
+    return {agent: {key: (f"{text} on {key} for agent {agent}",
+                          REFERENCE[rating_name(key, agent)]
+                          + offsets.get(rating_name(key, agent), 0))
+                    for key in DIMENSION_KEYS} for agent in AGENTS}
+
+
+def ratings(offsets: dict[str, int], text: str = "rationale") -> list[dict[str, Any]]:
+    """The rating as the page submits it."""
+    return results_of(answers(offsets, text))
 
 
 def within_two_everywhere() -> dict[str, int]:
@@ -118,7 +123,7 @@ def rated(engine: Engine, study: StudyFile, visit: arrival.Visit,
         taken = leases.lease_for_visit(engine, study.name, visit.id, visit.participant_id,
                                        lease_seconds=study.lease_seconds,
                                        gold_share=leases.GoldShare.of(study))
-        leases.settle(engine, taken, ratings(moved), study.raters_per_episode)
+        leases.settle(engine, taken, flat_of(answers(moved)), study.raters_per_episode)
     return visit
 
 

@@ -26,7 +26,7 @@ from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
 from sotopia_ls.errors import LabelStudioError, StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.outbox.saving import save_all_waiting
+from sotopia_ls.study.outbox.saving import checked_results, save_all_waiting
 from sotopia_ls.study.payment.prolific import MIN_REJECTION_MESSAGE
 from sotopia_ls.study.live.dashboard import participant_rows
 from sotopia_ls.study.screening.flags import FLAGS, Flag, FlagResult, FlagThresholds
@@ -370,7 +370,8 @@ def recorded_visit(engine: Engine, name: str, outcome: str | None,
             assignment = conn.execute(insert(assignments).values(
                 key=f"{name * 30}{number:02d}", study=study, task_id=task,
                 participant_id=person, visit_id=visit_id, state=state, assigned_at=moment,
-                results=results, lead_time=seconds, ls_annotation_id=None)
+                results=checked_results(results)[0],  # the scores, as the gateway stores them
+                lead_time=seconds, ls_annotation_id=None)
             ).inserted_primary_key[0]
             if measured:
                 conn.execute(insert(typing).values(assignment_id=assignment,

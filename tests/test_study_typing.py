@@ -34,7 +34,6 @@ from study_support import (
 from test_study import fill, open_rating
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, reasoning_name
 from sotopia_ls.labelstudio.client import Client
-from sotopia_ls.labelstudio.results import read_json_results
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.process import gateway
 from sotopia_ls.study.screening.flags import Annotation, flag_annotation
@@ -158,10 +157,9 @@ def flagged_as_pasted(engine: Engine, key: str) -> tuple[bool, str] | None:
     """Whether ``pasted_rationale`` fires for the rating, and why, given the counts kept with
     it; None when it cannot judge the rating."""
     row = assignment_of(engine, key)
-    fields, problems = read_json_results(row.results)
-    assert problems == []
     annotation = Annotation(participant=str(row.participant_id), episode=str(row.task_id),
-                            fields=fields, typing=recorded_typing(engine, [row.id]).get(row.id, {}))
+                            fields=row.results,  # the stored scores
+                            typing=recorded_typing(engine, [row.id]).get(row.id, {}))
     judged = {result.name: (result.fired, result.detail) for result in flag_annotation(annotation)}
     return judged.get("pasted_rationale")
 
@@ -178,7 +176,7 @@ def test_a_pasted_rationale_counts_as_pasted_and_typed_ones_as_typed(rated):
     expected[reasoning_name(*KEYED)]["pasted"] = len(ADDED_LATER)
 
     assert counts_of(rated.engine, rated.paster) == expected
-    fields, _ = read_json_results(assignment_of(rated.engine, rated.paster).results)
+    fields = assignment_of(rated.engine, rated.paster).results  # the stored scores
     assert fields[reasoning_name(*PASTED)] == PASTE
     key, agent = KEYED
     assert fields[reasoning_name(key, agent)] == written[agent][key][0] + ADDED + ADDED_LATER

@@ -340,12 +340,14 @@ def retry_command(study_path: Path, database: str | None, assignments: tuple[int
     chosen = _chosen(assignments, every)
     _, _, store = _web_stack()
     from ..labelstudio.client import connect
-    from .outbox.saving import retry_saves
+    from .outbox.saving import retry_saves, to_names
+    from .serving.gateway import project_config
 
     with failures_as_messages():
         study = read_study(study_path)
-        states = retry_saves(store.open_store(database or study.database), connect(url, api_key),
-                             study.name, chosen)
+        client = connect(url, api_key)
+        states = retry_saves(store.open_store(database or study.database), client, study.name,
+                             chosen, to_names(project_config(study, client)))
     for assignment_id, state in states.items():
         click.echo(f"assignment {assignment_id}: {_RETRIED[state]}")
     if not states:

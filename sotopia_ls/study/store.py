@@ -29,15 +29,19 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
+    cast,
     create_engine,
     event,
     select,
+    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ..errors import StudyError, redacted
+from ..labelstudio.results import read_json_results
 from .states import IN_EXPORT, SlotState
 
 metadata = MetaData()
@@ -129,6 +133,9 @@ assignments = Table(
     _time("first_shown_at"),
     _time("submitted_at"),
     Column("late", Integer, nullable=False, default=0),  # 1: submitted after its lease expired
+    # The submission's validated scores, the score model's flat form (``Evaluation.flat``):
+    # Label Studio's results are made from them only when saved. (The name is a database's
+    # made before, which held the results themselves: ``_scores_of_old_results``.)
     Column("results", JSON),
     Column("lead_time", Float),
     Column("ls_annotation_id", Integer),
@@ -321,7 +328,23 @@ def open_store(url: str) -> Engine:
     except OperationalError as error:  # unreachable, or a password missing or refused
         reason = str(error.orig).strip().splitlines()[-1]
         raise StudyError(f"cannot open the study database {redacted(url)}: {reason}") from None
+    _scores_of_old_results(engine)
     return engine
+
+
+def _scores_of_old_results(engine: Engine) -> None:
+    """Ratings a database made by an earlier release holds as Label Studio results (a JSON
+    list) are stored as their scores instead, read once the way they were checked."""
+    old = assignments.c.results
+    with engine.connect() as conn:
+        rows = conn.execute(select(assignments.c.id, old)
+                            .where(cast(old, Text).like("[%"))).all()
+    if rows:
+        with engine.begin() as conn:
+            conn.execute(update(assignments).where(assignments.c.id == bindparam("old"))
+                         .values(results=bindparam("scores")),
+                         [{"old": row.id, "scores": read_json_results(row.results)[0]}
+                          for row in rows])
 
 
 def insert_once(engine: Engine, table: Table, values: dict[str, Any]) -> None:

@@ -21,7 +21,6 @@ from ...exporter.tables import (
     annotation_table,
     scores_long,
 )
-from ...labelstudio.results import read_json_results
 from ..settings import StudyFile
 from ..store import Snapshot, assignments, episode_ids, now, rated
 
@@ -62,8 +61,7 @@ def ratings_long(engine: Engine, study: str) -> pd.DataFrame:
     it (annotators named by their participant number; the columns no figure reads empty)."""
     blank, rows = _blank_row(), []
     for row in _rated_rows(engine, study):
-        fields, _ = read_json_results(row.results)  # checked when submitted
-        rows.append(blank | fields | {
+        rows.append(blank | row.results | {  # the stored scores, checked when submitted
             # A rating not saved yet has no annotation id: its assignment's, negated, cannot
             # meet one.
             "task_id": row.task_id, "annotation_id": row.ls_annotation_id or -row.id,

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -104,15 +105,15 @@ def required_fields(config: str) -> list[dict[str, Any]]:
             if control.attrs.get("required", "").lower() == "true"]
 
 
-def checked_results(raw: Any, targets: dict[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The results to save for a submission, or (``[]``, what a participant must fix);
-    ``targets`` is ``to_names`` of the project's config. Any JSON is answered with problems
+def checked_results(raw: Any) -> tuple[dict[str, Any], list[str]]:
+    """The validated scores of a submission (the score model's flat form, what the gateway
+    stores), or (``{}``, what a participant must fix). Any JSON is answered with problems
     naming the result or control, never an exception."""
     fields, problems = read_json_results(raw)
     problems = shape_problems(raw if isinstance(raw, list) else [raw]) + problems
     if problems:
-        return [], [f"{_LABELS.get(control, control)}: {reason}" for control, reason in problems]
-    return evaluation_results(Evaluation.from_flat(fields), targets), []
+        return {}, [f"{_LABELS.get(control, control)}: {reason}" for control, reason in problems]
+    return Evaluation.from_flat(fields).flat(), []
 
 
 def user_email(external_id: str) -> str:
@@ -134,12 +135,16 @@ def participant_user(engine: Engine, client: Client, participant_id: int) -> int
     return user_id
 
 
-def save(engine: Engine, client: Client, assignment: Assignment) -> int:
-    """Create the assignment's annotation in Label Studio (once) and record its id."""
+def save(engine: Engine, client: Client, assignment: Assignment,
+         targets: Mapping[str, str] | None = None) -> int:
+    """Create the assignment's annotation in Label Studio (once) and record its id. Its
+    stored scores become Label Studio results here, labelling ``targets`` (``to_names`` of the
+    project's config; None: the rubric's own config)."""
     annotation_id = save_annotation(
         client, assignment.task_id,
         user_id=participant_user(engine, client, assignment.participant_id),
-        results=assignment.results or [], lead_time=assignment.lead_time or 0.0,
+        results=evaluation_results(Evaluation.from_flat(assignment.scores or {}), targets),
+        lead_time=assignment.lead_time or 0.0,
         started_at=assignment.first_shown_at or assignment.assigned_at,
         unique_id=str(uuid.UUID(hex=assignment.key)),
     )
@@ -164,7 +169,8 @@ def mark_added_slot(engine: Engine, client: Client, assignment: Assignment, anno
         merge_meta_of_task(client, assignment.task_id, ADDED_SLOTS, {str(annotation_id): slot})
 
 
-def save_waiting(engine: Engine, client: Client, study: str, *, limit: int = 1) -> int:
+def save_waiting(engine: Engine, client: Client, study: str, *, limit: int = 1,
+                 targets: Mapping[str, str] | None = None) -> int:
     """Claim up to ``limit`` waiting ratings and save them; how many left the outbox (saved,
     or refused by Label Studio and marked failed).
 
@@ -174,7 +180,7 @@ def save_waiting(engine: Engine, client: Client, study: str, *, limit: int = 1) 
     settled = 0
     for assignment_id in claim_saves(engine, study, limit=limit, hold_seconds=CLAIM_SECONDS):
         try:
-            save(engine, client, load(engine, assignment_id))
+            save(engine, client, load(engine, assignment_id), targets)
         except LabelStudioError as error:
             if not error.permanent:
                 release_claim(engine, assignment_id)
@@ -187,21 +193,23 @@ def save_waiting(engine: Engine, client: Client, study: str, *, limit: int = 1) 
     return settled
 
 
-def save_all_waiting(engine: Engine, client: Client, study: str) -> int:
+def save_all_waiting(engine: Engine, client: Client, study: str,
+                     targets: Mapping[str, str] | None = None) -> int:
     """Save every waiting rating not claimed elsewhere, now; how many left the outbox."""
     total = 0
-    while settled := save_waiting(engine, client, study, limit=16):
+    while settled := save_waiting(engine, client, study, limit=16, targets=targets):
         total += settled
     return total
 
 
 def retry_saves(engine: Engine, client: Client, study: str,
-                assignment_ids: list[int] | None) -> dict[int, str]:
+                assignment_ids: list[int] | None,
+                targets: Mapping[str, str] | None = None) -> dict[int, str]:
     """Put failed ratings (``assignment_ids``, or all) back in the outbox and save what waits
     now; each one's state afterwards (``saved``, ``failed`` again, or still ``saving``: Label
     Studio unreachable, or a running gateway saving it)."""
     retried = retry_failed(engine, study, assignment_ids)
-    save_all_waiting(engine, client, study)
+    save_all_waiting(engine, client, study, targets)
     return {assignment_id: load(engine, assignment_id).state for assignment_id in retried}
 
 
@@ -211,8 +219,10 @@ class LabelStudioWriter:
     whatever is still waiting (a save that failed, one a killed process had claimed); at
     the pace ``_turn`` sets by the process's ``load``."""
 
-    def __init__(self, engine: Engine, client: Client, study: str, load: Load) -> None:
+    def __init__(self, engine: Engine, client: Client, study: str, load: Load,
+                 targets: Mapping[str, str]) -> None:
         self.engine, self.client, self.study, self.load = engine, client, study, load
+        self.targets = targets
         self._ratings: asyncio.Queue[None] | None = None
         self._turns: asyncio.Lock | None = None
 
@@ -236,7 +246,7 @@ class LabelStudioWriter:
                 pass
             try:
                 while await run_in_threadpool(save_waiting, self.engine, self.client, self.study,
-                                              limit=await self._turn()):
+                                              limit=await self._turn(), targets=self.targets):
                     pass
             except Exception:  # noqa: BLE001  (a writer outlives any one failure; it is logged)
                 log.exception("saving ratings failed; the next sweep retries")

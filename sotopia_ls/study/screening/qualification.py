@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, select
 
-from ...labelstudio.results import read_json_results
 from ..states import SUBMITTED, Outcome
 from ..store import (
     add_once,
@@ -47,9 +46,8 @@ def _participant_distance(conn: Connection, study: str, participant_id: int) -> 
                assignments.c.state.in_(SUBMITTED))
     ).all()
     distances = []
-    for results, reference in rows:
-        fields, _ = read_json_results(results)
-        farthest = largest_distance(fields, reference)
+    for scores, reference in rows:
+        farthest = largest_distance(scores, reference)
         if farthest is not None:
             _, score, truth = farthest
             distances.append(abs(score - truth))

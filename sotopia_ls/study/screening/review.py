@@ -26,7 +26,6 @@ from ...exporter.cells import FORMULA_START, neutralized_frame
 from ...exporter.protocol import median_minutes
 from ...folders import write_file
 from ...labelstudio.client import Client, merge_task_meta
-from ...labelstudio.results import read_json_results
 from ...labelstudio.tasks import DIALOGUE, REVIEW, REVIEW_DECISIONS
 from ..payment.prolific import InvalidRejection, rejection
 from ..settings import StudyFile
@@ -231,11 +230,6 @@ def _words(shown: dict[str, Any]) -> int | None:
                for value in turn.values())
 
 
-def _flat(results: Any) -> dict[str, Any]:
-    fields, _ = read_json_results(results)  # checked when submitted: nothing is refused here
-    return fields
-
-
 def _visit_rows(engine: Engine, study: StudyFile) -> list[Any]:
     """Each visit of ``study`` (id, submission, outcome, participant), first arrived first."""
     with engine.connect() as conn:
@@ -282,7 +276,7 @@ def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int,
             select(gold.c.task_id, gold.c.reference).where(gold.c.study == study.name)).all())
         words = {task_id: _words(shown) for task_id, shown in conn.execute(
             select(episodes.c.task_id, episodes.c.shown).where(episodes.c.study == study.name))}
-    flat = {row.id: _flat(row.results) for row in rows}
+    flat = {row.id: row.results for row in rows}  # the stored scores, checked when submitted
     typed = recorded_typing(engine, flat)
     # Time on task: the page's visible time where the page measured it (Label Studio's lead
     # time runs on while the participant is elsewhere).

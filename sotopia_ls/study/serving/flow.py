@@ -164,10 +164,10 @@ class Rate(Page):
         assignment = leases.find(turn.engine, answers.assignment, visit.participant_id)
         if assignment is None or assignment.visit_id != visit.id:
             raise HTTPException(404, "There is no such episode for you.")
-        results, problems = checked_results(answers.results, turn.gateway.targets)
+        scores, problems = checked_results(answers.results)
         if problems:
             raise NotAccepted(problems)
-        settled = leases.settle(turn.engine, assignment, results, study.raters_per_episode,
+        settled = leases.settle(turn.engine, assignment, scores, study.raters_per_episode,
                                 study.adaptive, typing=answers.typing,
                                 visible_seconds=answers.visible_seconds)
         if settled.state == AssignmentState.SAVING:

@@ -40,7 +40,6 @@ class Gateway:
     study: StudyFile
     engine: Engine
     config: str
-    targets: dict[str, str]  # control → the object it labels, for rebuilding results
     required: list[dict[str, Any]]  # the required controls, for the rating page's own check
     instructions: str
     writer: LabelStudioWriter
@@ -119,6 +118,6 @@ def prepare_gateway(study: StudyFile, client: Client, engine: Engine) -> Gateway
         return leases.shown_episode(engine, study.name, task_id)
 
     load = Load()
-    return Gateway(study, engine, config, to_names(config), required_fields(config),
-                   instructions_html(), LabelStudioWriter(engine, client, study.name, load),
+    return Gateway(study, engine, config, required_fields(config), instructions_html(),
+                   LabelStudioWriter(engine, client, study.name, load, to_names(config)),
                    load, shown)

@@ -33,7 +33,6 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from ...errors import StudyError
-from ...labelstudio.results import read_json_results
 from ...scores import RATING_FIELDS, scores_disagree
 from ..settings import Adaptive, StudyFile
 from ..states import SUBMITTED, AssignmentState, SlotState
@@ -81,7 +80,7 @@ class Assignment:
     first_shown_at: datetime | None
     submitted_at: datetime | None
     late: bool
-    results: list[dict[str, Any]] | None
+    scores: dict[str, Any] | None  # the flat form (``scores.Evaluation.flat``), once submitted
     lead_time: float | None
     ls_annotation_id: int | None
     participant_id: int
@@ -92,7 +91,7 @@ class Assignment:
         return cls(
             id=row.id, key=row.key, study=row.study, task_id=row.task_id, state=row.state,
             assigned_at=aware(row.assigned_at), first_shown_at=aware(row.first_shown_at),
-            submitted_at=aware(row.submitted_at), late=bool(row.late), results=row.results,
+            submitted_at=aware(row.submitted_at), late=bool(row.late), scores=row.results,
             lead_time=row.lead_time, ls_annotation_id=row.ls_annotation_id,
             participant_id=row.participant_id, visit_id=row.visit_id,
         )
@@ -446,12 +445,13 @@ def find(engine: Engine, key: str, participant_id: int) -> Assignment | None:
     return Assignment.of(row) if row is not None else None
 
 
-def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]],
+def settle(engine: Engine, assignment: Assignment, scores: dict[str, Any],
            k: int, adaptive: Adaptive | None = None, *,
            typing: TypingCounts | None = None,
            visible_seconds: float | None = None) -> Assignment:
-    """Record the submission of ``assignment`` once, with what its page measured (``typing``
-    counts, ``visible_seconds``, where sent); returns it as now stored.
+    """Record the submission of ``assignment`` once: its validated ``scores`` (the flat form;
+    Label Studio's results are made from them only when saved) and what its page measured
+    (``typing`` counts, ``visible_seconds``, where sent); returns it as now stored.
 
     ``saving`` when it holds a slot or is a gold episode (it is then sent to Label Studio),
     ``surplus`` when every slot of its episode went to others after its lease expired. A
@@ -494,7 +494,7 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
         shown = aware(row.first_shown_at) or aware(row.assigned_at)
         lead_time = (moment - shown).total_seconds()
         conn.execute(update(assignments).where(assignments.c.id == row.id).values(
-            state=state, submitted_at=moment, late=int(late), results=results,
+            state=state, submitted_at=moment, late=int(late), results=scores,
             lead_time=lead_time,
         ))
         if typing is not None:
@@ -509,12 +509,11 @@ def settle(engine: Engine, assignment: Assignment, results: list[dict[str, Any]]
             select(assignments).where(assignments.c.id == row.id)).one())
 
 
-def disagree(results: list[Any], threshold: int) -> bool:
-    """Whether two of the ratings (each a result list) differ by more than ``threshold`` on
+def disagree(ratings: list[dict[str, Any]], threshold: int) -> bool:
+    """Whether two of the ratings (each stored scores) differ by more than ``threshold`` on
     some dimension and agent."""
-    flat = [read_json_results(each)[0] for each in results]
     for name in RATING_FIELDS:
-        scores = [fields[name] for fields in flat if name in fields]
+        scores = [fields[name] for fields in ratings if name in fields]
         if scores_disagree(scores, threshold):
             return True
     return False
