@@ -1,4 +1,4 @@
-"""Carrying out a study's review decisions on Prolific (``study review --apply``), or writing
+"""Carrying out a study's review decisions on Prolific (``study pay``), or writing
 them as files for Prolific's own screens.
 
 Each action is recorded as soon as Prolific accepted it, so a failure keeps what was sent and
