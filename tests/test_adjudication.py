@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import invoke, results_of
+from conftest import flat_of, invoke, results_of
 
 from sotopia_ls.adjudication.disputes import EpisodeRatings, episode_ratings
 from sotopia_ls.adjudication.reading import with_adjudicated
@@ -104,7 +104,7 @@ def test_ratings_more_than_the_threshold_apart_are_disputed(scores, disputed):
 def test_a_study_adds_a_rater_exactly_where_adjudication_would_dispute(apart):
     """One rule and one default threshold: the study's adaptive extra raters and adjudication
     read two raters' goal ratings, ``apart`` points apart, the same way."""
-    first, second = _ratings("A", 2), _ratings("B", 2 + apart)
+    first, second = flat_of(_scores("A", 2)), flat_of(_scores("B", 2 + apart))  # as stored
     long = _long({"ep": [2, 2 + apart]})
     disputed = bool(episode_ratings(long)[0].disputed(DISAGREEMENT_THRESHOLD))
     assert leases.disagree([first, second], DISAGREEMENT_THRESHOLD) is disputed
@@ -173,14 +173,19 @@ def test_an_adjudicated_score_replaces_only_the_ratings_it_settled():
 # --- the story, with a real Label Studio -----------------------------------------------------
 
 
-def _ratings(rater: str, goal: int) -> list[dict]:
+def _scores(rater: str, goal: int) -> dict[int, dict[str, tuple[str, int]]]:
     """A complete annotation: every dimension rated at its midpoint, goal for agent 1 as
     given; each rationale says whose it is."""
     given = {agent: {d.key: (f"{rater} on {d.key} of agent {agent}",
                              (d.range_low + d.range_high) // 2) for d in DIMENSIONS}
              for agent in AGENTS}
     given[1][GOAL] = (f"{rater}: <b>goal</b> {goal}, because the deal fell through", goal)
-    return results_of(given)
+    return given
+
+
+def _ratings(rater: str, goal: int) -> list[dict]:
+    """``_scores`` as Label Studio's results."""
+    return results_of(_scores(rater, goal))
 
 
 def _study(ls_client, sample_data, title: str) -> dict:

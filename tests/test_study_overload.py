@@ -267,7 +267,8 @@ def test_a_participant_whose_submit_is_answered_busy_sees_it_saving_and_it_is_sa
         ls_client: Client, label_studio: LocalServer, tmp_path, after_sending):
     with served_with_chromium(ls_client, label_studio, tmp_path) as (url, engine, chromium):
         proxy = PausingProxy(url, "POST", re.compile(r"^/s/pilot/submit$"))
-        proxy.answer_busy_once(seconds=2, after_sending=after_sending)
+        # Retry-After long enough that a loaded machine still finds the button waiting.
+        proxy.answer_busy_once(seconds=6, after_sending=after_sending)
         context = chromium.new_context(viewport=VIEWPORT)
         page = context.new_page()
         notices: list[str] = []
