@@ -20,8 +20,18 @@ AGENTS: tuple[int, int] = (1, 2)
 RUBRIC_ENV = "SOTOPIA_LS_RUBRIC"
 
 
+class Mistake(BaseModel):
+    """The error a bad example shows: its rating is about ``points`` too low or too high."""
+
+    model_config = ConfigDict(frozen=True)
+
+    direction: Literal["too_low", "too_high"]
+    points: int = Field(ge=1)
+
+
 class Example(BaseModel):
-    """One annotation example from the instruction page, judged good or bad."""
+    """One annotation example from the instruction page, judged good or bad; a bad one says
+    which error it shows, so that practice feedback can name the example a rater repeated."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -29,6 +39,13 @@ class Example(BaseModel):
     rating: int
     verdict: Literal["good", "bad"]
     assessment: str
+    error: Mistake | None = None
+
+    @model_validator(mode="after")
+    def _error_of_bad_only(self) -> Example:
+        if self.error is not None and self.verdict == "good":
+            raise ValueError("a good example shows no error")
+        return self
 
 
 class Dimension(BaseModel):
@@ -69,6 +86,15 @@ class Dimension(BaseModel):
     @property
     def range_text(self) -> str:
         return f"{self.range_low} to {self.range_high}"
+
+    def example_for(self, score: int, reference: int) -> Example | None:
+        """The bad example showing the error of ``score`` against ``reference``: the same
+        direction, the nearest size (the first on a tie); None when none shows it."""
+        off = score - reference
+        direction = "too_low" if off < 0 else "too_high"
+        shown = [e for e in self.examples if e.error and e.error.direction == direction]
+        return min(shown, key=lambda e: abs(e.error.points - abs(off)), default=None) \
+            if off else None
 
     def check(self, score: int) -> int:
         """``score`` if it lies inside the range: the package's one range check."""

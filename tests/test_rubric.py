@@ -71,3 +71,27 @@ def test_a_rubric_with_an_example_outside_its_range_is_refused():
     data["dimensions"][3]["examples"][0]["rating"] = 5
     with pytest.raises(pydantic.ValidationError, match="secret"):
         type(RUBRIC).model_validate(data)
+
+
+def test_every_bad_example_of_the_seed_says_which_way_and_how_far_its_rating_was_off():
+    for dimension in RUBRIC.dimensions:
+        for example in dimension.examples:
+            assert (example.error is None) == (example.verdict == "good"), example.rationale
+
+
+def test_a_believability_of_one_against_nine_is_the_single_repetition_example():
+    believability = RUBRIC["believability"]
+
+    assert believability.example_for(1, 9).rationale == "Liam repeats what Ethan said once."
+    assert believability.example_for(6, 9).rationale.startswith("It doesn't sound believable")
+    # No bad example of the seed rated believability too high; a score on the reference is no error.
+    assert believability.example_for(10, 7) is None and believability.example_for(9, 9) is None
+    assert RUBRIC["financial_and_material_benefits"].example_for(5, 1).rationale.startswith(
+        "Ethan gain a material benefit")
+
+
+def test_a_rubric_whose_good_example_shows_an_error_is_refused():
+    data = RUBRIC.model_dump()
+    data["dimensions"][0]["examples"][0]["error"] = {"direction": "too_low", "points": 2}
+    with pytest.raises(pydantic.ValidationError, match="a good example shows no error"):
+        type(RUBRIC).model_validate(data)
