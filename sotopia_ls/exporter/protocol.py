@@ -153,6 +153,14 @@ def _study_prose(study: Mapping[str, Any]) -> list[str]:
                      f"{qualification['round']} were admitted ({qualification['passed']} of "
                      f"{qualification['scored']} scored participants passed it, "
                      f"{_percent(qualification['pass_rate'])}).")
+    if study.get("training"):  # a record written before practice steps holds none
+        training = study["training"]
+        lines.append(f"A practice episode with feedback came first, "
+                     f"{counted(training['attempts_allowed'], 'attempt')} allowed, passed when "
+                     f"every rating was within ±{training['max_distance']} of the reference: "
+                     f"{training['passed']} of {training['passed'] + training['failed']} "
+                     f"participants passed ({_percent(training['pass_rate'])}), in "
+                     f"{counted(training['attempts'], 'attempt')}.")
     if study["gold_share"] and study["kind"] != QUALIFICATION_ROUND:
         lines.append(f"{_percent(study['gold_share'])} of a participant's episodes were gold "
                      f"episodes with reference ratings, served like any other: "

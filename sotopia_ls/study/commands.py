@@ -141,6 +141,20 @@ def study_command() -> None:
 @click.option("--target-width", type=click.FloatRange(min=0, min_open=True),
               help="Stop adding slots once every dimension's alpha interval on the dashboard's "
               "latest figures is narrower than this (with --adaptive).")
+@click.option("--practice", "practice_references",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A practice step before the first episode, on the episodes of this CSV in the "
+              "oTree layout (pk, each rating and its rationale: the reference and its reason); "
+              "the participant sees their scores beside it, with the rubric's example of "
+              "their mistake. Practice ratings are never data.")
+@click.option("--practice-attempts", type=click.IntRange(1, 10),
+              help="Practice attempts a participant is given [default: 2] (with --practice).")
+@click.option("--practice-distance", type=click.IntRange(0, 20),
+              help="A practice attempt passes when every rating is within this many points of "
+              f"the reference [default: {QUALIFYING_DISTANCE}] (with --practice).")
+@click.option("--practice-screen-out-code",
+              help="Code for participants who fail every practice attempt (required with "
+              "--practice).")
 @click.option("--reward", metavar="AMOUNT", type=click.FloatRange(min=0, min_open=True),
               help="Prolific's reward per submission (a visit), e.g. 2.50: `study status` and "
               "`study review` then give the pay per hour it comes to, warning under "
@@ -166,6 +180,8 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
         sotopia-ls study init --name main --project 3 --completion-code C1A2B3 --adaptive --max-raters 3 --target-width 0.3
 
         sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --reward 2.50 --currency GBP
+
+        sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --practice practice.csv --practice-screen-out-code P1OUT
     """
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
@@ -186,6 +202,10 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
         click.echo(f"Adaptive extra raters: an episode whose ratings differ by more than "
                    f"{study.adaptive.threshold} gets one more slot, up to "
                    f"{study.adaptive.max_raters} raters.")
+    if study.practice is not None:
+        click.echo(f"A practice step first: {study.practice.attempts} attempt(s) to have every "
+                   f"rating within {study.practice.max_distance} of the reference; who fails "
+                   f"them all gets {study.practice.screen_out_code}.")
     if study.requires_qualification:
         click.echo(f"Admits only the allow-list of the qualification round "
                    f"{study.requires_qualification} (on the same database).")

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, and_, func, select
 
 from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
+from .screening.practice import training_figures
 from .screening.qualification import participant_verdicts
 from .screening.review import DECISIONS, thresholds
 from .settings import StudyFile, read_study
@@ -108,9 +109,11 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
         "gold_ratings": gold_ratings,
         "median_minutes_per_episode": median_minutes([t for t in times if t is not None]),
         "adaptive": _adaptive(engine, study),
-        # Only a qualification round screens out.
+        "training": training_figures(engine, name, study.practice) if study.practice else None,
+        # Only a qualification round and a practice step screen out.
         "decisions": {kind: decided.get(kind, 0) for kind in (
-            DECISIONS if study.qualification is not None else REVIEW_DECISIONS)},
+            DECISIONS if study.qualification is not None or study.practice is not None
+            else REVIEW_DECISIONS)},
     }
 
 

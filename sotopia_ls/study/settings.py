@@ -124,6 +124,28 @@ class Qualification(BaseModel):
     _address = field_validator("screen_out_url")(_web_address)
 
 
+class Practice(BaseModel):
+    """A practice step before the first episode: the participant rates a practice episode
+    (one with reference ratings and rationales) and sees, per dimension and agent, how far
+    they were, the reference's rationale and, where off by more than ``max_distance``, the
+    rubric's guidance and the seed example of their mistake. Practice ratings are no data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    references: str = Field(description=(
+        "CSV in the oTree layout holding the practice episodes' reference ratings and "
+        "rationales (pk: the episode id; believability_1, believability_reasoning_1, …)."))
+    attempts: int = Field(2, ge=1, le=10, description="Attempts a participant is given.")
+    max_distance: int = Field(QUALIFYING_DISTANCE, ge=0, le=20, description=(
+        "An attempt passes when every rating is within this many points of the reference; "
+        "feedback names the ratings farther off."))
+    screen_out_code: str = Field(pattern=_CODE, description=(
+        "Prolific code for a participant who fails every attempt."))
+    screen_out_url: str = Field(description="Where such a participant goes.")
+
+    _address = field_validator("screen_out_url")(_web_address)
+
+
 class Adaptive(BaseModel):
     """Adaptive extra raters: an episode whose ratings disagree gets one more slot, up to
     ``max_raters`` (k + 1 when not given), until the running agreement is narrow enough."""
@@ -197,6 +219,8 @@ class StudyFile(BaseModel):
         "no dashboard).")
     adaptive: Adaptive | None = Field(None, description=(
         "Set: an episode whose ratings disagree gets an extra rater (``Adaptive``)."))
+    practice: Practice | None = Field(None, description=(
+        "Set: a practice episode with feedback comes before the first episode (``Practice``)."))
     reward: Reward | None = Field(None, description=(
         "Prolific's reward per submission, for the pay per hour `study status` and `study "
         "review` estimate; none: no estimate."))
@@ -242,7 +266,9 @@ class StudyFile(BaseModel):
         gold_references: Path | None = None, is_adaptive: bool = False,
         disagreement_threshold: int | None = None, max_raters: int | None = None,
         target_width: float | None = None, reward: float | None = None,
-        currency: str | None = None, **fields: object,
+        currency: str | None = None, practice_references: Path | None = None,
+        practice_attempts: int | None = None, practice_distance: int | None = None,
+        practice_screen_out_code: str | None = None, **fields: object,
     ) -> StudyFile:
         """The study ``study init``'s options describe: Prolific's links for codes given
         without one, the default database (its password left out), the options of a
@@ -263,7 +289,9 @@ class StudyFile(BaseModel):
             database=without_password(database or default_database(name)),
             qualification=qualification, gold_share=gold_share,
             gold_references=str(gold_references.resolve()) if gold_references else None,
-            adaptive=adaptive, reward=_reward(reward, currency), **fields)
+            adaptive=adaptive, reward=_reward(reward, currency),
+            practice=_practice(practice_references, practice_attempts, practice_distance,
+                               practice_screen_out_code), **fields)
 
     @property
     def uses_gold(self) -> bool:
@@ -333,6 +361,27 @@ def _qualification(is_qualification: bool, screen_out_code: str | None,
     rule = {} if max_distance is None else {"max_distance": max_distance}
     return {"screen_out_code": screen_out_code,
             "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
+
+
+def _practice(references: Path | None, attempts: int | None, max_distance: int | None,
+              screen_out_code: str | None) -> dict | None:
+    """The study file's ``practice`` from ``study init``'s options (None without
+    ``--practice``); its options given without it, or it without its screen-out code, are one
+    line naming the option."""
+    options = (("--practice-attempts", "attempts", attempts),
+               ("--practice-distance", "max_distance", max_distance),
+               ("--practice-screen-out-code", "screen_out_code", screen_out_code))
+    given = {field: value for _, field, value in options if value is not None}
+    if references is None:
+        if given:
+            option = next(option for option, field, _ in options if field in given)
+            raise StudyError(f"{option} applies to a practice step only: add --practice")
+        return None
+    if screen_out_code is None:
+        raise StudyError("--practice needs --practice-screen-out-code: the code for "
+                         "participants who fail every practice attempt")
+    return {"references": str(references.resolve()),
+            "screen_out_url": completion_url(screen_out_code), **given}
 
 
 def _adaptive(is_adaptive: bool, threshold: int | None, max_raters: int | None,

@@ -37,6 +37,15 @@ class Outcome(StrEnum):
     SCREENED_OUT = "screened_out"
 
 
+class PracticeStanding(StrEnum):
+    """Where a participant stands in a study's practice step, over their attempts (derived
+    from ``practice_attempts``, as the review and the protocol give it)."""
+
+    PRACTISING = "practising"  # attempts left, none passed
+    PASSED = "passed"  # an attempt had every rating within the tolerance
+    FAILED = "failed"  # every attempt used, none passed: screened out
+
+
 # Every state of a rating the participant submitted, whether or not it fills a slot or reaches
 # Label Studio: what a visit has rated.
 SUBMITTED = (AssignmentState.SAVING, AssignmentState.SAVED, AssignmentState.SURPLUS,

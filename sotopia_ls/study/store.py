@@ -94,6 +94,32 @@ gold = Table(
     Column("reference", JSON, nullable=False),
 )
 
+# A practice episode's reference: each rating (``rating_name``) and its rationale
+# (``reasoning_name``). Never sent to a browser but as a participant's feedback after their
+# attempt. A practice episode has no slots: practice is no data.
+practice_episodes = Table(
+    "practice_episodes", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("reference", JSON, nullable=False),
+)
+
+# One practice attempt of a participant (numbered from 1 whatever their session, so a new
+# session brings no new attempts), its validated scores and how far they were; ``seen_at``
+# once the participant went on from its feedback.
+practice_attempts = Table(
+    "practice_attempts", metadata,
+    Column("participant_id", ForeignKey("participants.id"), primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("visit_id", ForeignKey("visits.id"), nullable=False),
+    Column("task_id", Integer, nullable=False),
+    Column("scores", JSON, nullable=False),
+    Column("largest_distance", Integer, nullable=False),
+    Column("passed", Boolean, nullable=False),
+    _time("submitted_at", nullable=False),
+    _time("seen_at"),
+)
+
 # What a participant's browser may receive of each task (``shown``), copied from Label Studio
 # when the gateway starts: rate pages never wait on Label Studio.
 episodes = Table(
@@ -356,6 +382,18 @@ def insert_once(engine: Engine, table: Table, values: dict[str, Any]) -> None:
 def add_once(conn: Connection, table: Table, values: dict[str, Any]) -> None:
     """``insert_once`` inside a transaction already begun."""
     conn.execute(insert_of(conn, table).values(**values).on_conflict_do_nothing())
+
+
+def replace_references(conn: Connection, table: Table, study: str,
+                       references: dict[int, dict[str, Any]]) -> None:
+    """Record each task's reference in ``table`` (``gold``, ``practice_episodes``), replacing
+    the one recorded before, inside a transaction already begun."""
+    upsert = insert_of(conn, table)
+    conn.execute(upsert.on_conflict_do_update(
+        index_elements=[table.c.study, table.c.task_id],
+        set_={"reference": upsert.excluded.reference},
+    ), [{"study": study, "task_id": task, "reference": reference}
+        for task, reference in sorted(references.items())])
 
 
 def insert_of(conn: Connection, table: Table) -> Any:

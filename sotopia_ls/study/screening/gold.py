@@ -18,7 +18,7 @@ from ...errors import Problem, StudyError
 from ...labelstudio.client import Client, ground_truth_results
 from ...labelstudio.results import read_json_results
 from ...labelstudio.tasks import EPISODE_ID
-from ...scores import RATING_FIELDS, Evaluation
+from ...scores import RATING_FIELDS, SCORE_FIELDS, Evaluation
 from ..settings import StudyFile
 
 Reference = dict[str, int]
@@ -73,10 +73,12 @@ def episode_task_ids(data: Mapping[int, Mapping[str, Any]]) -> dict[str, int]:
     return found
 
 
-def csv_references(path: Path, tasks: Mapping[str, int], project: int) -> dict[int, Reference]:
+def csv_references(path: Path, tasks: Mapping[str, int], project: int, *,
+                   rationales: bool = False) -> dict[int, Reference]:
     """``task id → reference`` from an oTree-layout CSV; ``tasks`` maps the project's episode
-    ids to their task ids. pandas is imported here, at the gateway's start and only for a
-    CSV, so that the gateway's serving path imports no table library."""
+    ids to their task ids; with ``rationales``, each reference holds each rating's rationale
+    too (a practice episode's). pandas is imported here, at the gateway's start and only for
+    a CSV, so that the gateway's serving path imports no table library."""
     import pandas as pd
 
     where = str(path)
@@ -87,7 +89,7 @@ def csv_references(path: Path, tasks: Mapping[str, int], project: int) -> dict[i
     except (UnicodeDecodeError, ValueError, pd.errors.ParserError) as error:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else "unreadable"
         raise StudyError(f"{where}: not a CSV file: {reason}") from None
-    for name in ("pk", *RATING_FIELDS):
+    for name in ("pk", *(SCORE_FIELDS if rationales else RATING_FIELDS)):
         if name not in table.columns:
             raise _problem(where, "row 1", name, "no such column: the oTree layout has pk "
                            "(the episode id) and one column per rating, e.g. believability_1")
@@ -99,7 +101,14 @@ def csv_references(path: Path, tasks: Mapping[str, int], project: int) -> dict[i
         if episode not in tasks:
             raise _problem(where, label, "pk", f"episode {episode!r} is no task of project "
                            f"{project}: import it first, or drop its row")
-        _agreeing(found, tasks[episode], label, checked_reference(record, where, label), where)
+        reference = checked_reference(record, where, label)
+        if rationales:
+            texts = {name: record[name].strip() for name in SCORE_FIELDS if name not in reference}
+            missing = next((name for name, text in texts.items() if not text), None)
+            if missing:
+                raise _problem(where, label, missing, "missing rationale")
+            reference |= texts
+        _agreeing(found, tasks[episode], label, reference, where)
     return {task: reference for task, (_, reference) in found.items()}
 
 

@@ -29,7 +29,7 @@ from ...labelstudio.client import Client, merge_task_meta
 from ...labelstudio.tasks import DIALOGUE, REVIEW, REVIEW_DECISIONS
 from ..payment.prolific import InvalidRejection, rejection
 from ..settings import StudyFile
-from ..states import FOR_LABEL_STUDIO, SUBMITTED, Outcome
+from ..states import FOR_LABEL_STUDIO, SUBMITTED, Outcome, PracticeStanding
 from ..store import (
     assignments,
     decisions,
@@ -52,6 +52,7 @@ from .flags import (
     largest_distance,
     measured_typing,
 )
+from .practice import visit_practice
 from .qualification import verdicts
 from .typing_counts import recorded_typing
 from .visible import clipped, recorded_visible
@@ -69,7 +70,8 @@ def columns(flags: Sequence[Flag] = FLAGS) -> tuple[str, ...]:
     """The review file's columns, two for each flag of ``flags``."""
     return (*IDENTITY, "outcome", "episodes", "gold_episodes", "minutes", "median_minutes",
             *(f"{flag.name}.{count}" for flag in flags for count in ("fired", "judged")),
-            "gold_distance", "qualification", "suggested", "rule", "details", *EDITABLE)
+            "gold_distance", "qualification", "practice", "practice_attempts", "suggested",
+            "rule", "details", *EDITABLE)
 
 
 # What each flag found, as a participant reads it in a rejection: ``fired`` and ``judged``
@@ -132,6 +134,8 @@ class ReviewedVisit:
     outcome: str
     rated: tuple[Rated, ...]
     qualification: str  # passed | failed | "" (not a scored qualification visit)
+    practice: str = ""  # a ``PracticeStanding`` of its participant | "" (no attempt in it)
+    practice_attempts: int = 0  # practice attempts made in this visit
 
     def counts(self, flag: str) -> tuple[int, int]:
         """Ratings ``flag`` fired on, and ratings it judged."""
@@ -178,6 +182,10 @@ RULES: tuple[Rule, ...] = (
     # work asked, and whoever failed was screened out on Prolific already.
     Rule("qualified", "approve", "", "", lambda visit: visit.qualification == "passed"),
     Rule(SCREENED_OUT, SCREENED_OUT, "", "", lambda visit: visit.qualification == "failed"),
+    # Failed every practice attempt: given the practice's screen-out code, nothing rated.
+    Rule("practice_failed", SCREENED_OUT, "", "",
+         lambda visit: visit.outcome == Outcome.SCREENED_OUT
+         and visit.practice == PracticeStanding.FAILED),
     Rule("far_from_gold", "reject", "FAILED_CHECK", _FAILED_CHECKS, _most("gold_distance")),
     Rule("straight_lining", "reject", "LOW_EFFORT", _FAILED_CHECKS,
          _everywhere("straight_lining")),
@@ -255,10 +263,12 @@ def read_visits(engine: Engine, study: StudyFile,
     ``flags``."""
     scored = verdicts(engine, study.name)
     rated = _rated(engine, study, flags)
+    practised = visit_practice(engine, study.name, study.practice) if study.practice else {}
     return [ReviewedVisit(row.id, row.external_id, row.prolific_session_id,
                           row.outcome or UNFINISHED, tuple(rated[row.id]),
                           "" if row.id not in scored
-                          else "passed" if scored[row.id].passed else "failed")
+                          else "passed" if scored[row.id].passed else "failed",
+                          *practised.get(row.id, ("", 0)))
             for row in _visit_rows(engine, study)]
 
 
@@ -339,7 +349,9 @@ def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
         row[f"{flag.name}.fired"], row[f"{flag.name}.judged"] = visit.counts(flag.name)
     row |= {
         "gold_distance": max(distances) if distances else None,
-        "qualification": visit.qualification, "suggested": rule.decision, "rule": rule.name,
+        "qualification": visit.qualification, "practice": str(visit.practice),
+        "practice_attempts": visit.practice_attempts,
+        "suggested": rule.decision, "rule": rule.name,
         "details": "; ".join(f"task {r.task_id}: {name}: {detail}"
                              for r in visit.rated for name, detail in r.findings()),
     }
@@ -468,7 +480,7 @@ def _checked(row: dict[str, str], known: dict[str, list[Any]],
         raise _BadCell("decision", f"{row['decision']!r} is not one of {', '.join(DECISIONS)}")
     if decision == SCREENED_OUT and visit.id not in screened:
         raise _BadCell("decision", f"{SCREENED_OUT} is only for a submission that failed the "
-                       "qualification round")
+                       "qualification round or the practice")
     if decision == "reject":
         try:
             rejection(message, category)
@@ -488,6 +500,9 @@ def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
         known[row.prolific_session_id].append(row)
     screened = {visit for visit, verdict in verdicts(engine, study.name).items()
                 if not verdict.passed}
+    if study.practice is not None:
+        screened |= {visit for visit, (standing, _) in visit_practice(
+            engine, study.name, study.practice).items() if standing == PracticeStanding.FAILED}
     decided: dict[int, tuple[int, Decided]] = {}
     for line, row in _records(path):
         try:

@@ -12,10 +12,18 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, exists, func, select, update
 
 from ..states import SUBMITTED, Outcome
-from ..store import assignments, insert_once, now, page_answers, participants, visits
+from ..store import (
+    assignments,
+    insert_once,
+    now,
+    page_answers,
+    participants,
+    practice_attempts,
+    visits,
+)
 
 _PROLIFIC_ID = r"^[0-9a-fA-F]{24}$"
 
@@ -52,6 +60,7 @@ class Visit:
     rated: int
     outcome: Outcome | None
     answered: frozenset[str]  # the pages whose answers are recorded (``record_answers``)
+    feedback_due: bool = False  # a practice attempt of the visit awaits its feedback
 
 
 def arrive(engine: Engine, study: str, parameters: ProlificParameters) -> Visit:
@@ -80,9 +89,11 @@ def load_visit(engine: Engine, study: str, visit_id: int) -> Visit | None:
     rated = (select(func.count()).select_from(assignments)
              .where(assignments.c.visit_id == visits.c.id, assignments.c.state.in_(SUBMITTED))
              .scalar_subquery())
+    due = exists().where(practice_attempts.c.visit_id == visits.c.id,
+                         practice_attempts.c.seen_at.is_(None))
     with engine.connect() as conn:
         rows = conn.execute(
-            select(visits, rated.label("rated"), page_answers.c.page)
+            select(visits, rated.label("rated"), due.label("due"), page_answers.c.page)
             .join(participants, participants.c.id == visits.c.participant_id)
             .outerjoin(page_answers, page_answers.c.visit_id == visits.c.id)
             .where(visits.c.id == visit_id, participants.c.study == study)
@@ -93,7 +104,8 @@ def load_visit(engine: Engine, study: str, visit_id: int) -> Visit | None:
     return Visit(id=row.id, participant_id=row.participant_id,
                  instructions_read=row.instructions_read_at is not None, rated=row.rated,
                  outcome=None if row.outcome is None else Outcome(row.outcome),
-                 answered=frozenset(r.page for r in rows if r.page is not None))
+                 answered=frozenset(r.page for r in rows if r.page is not None),
+                 feedback_due=bool(row.due))
 
 
 def mark_instructions_read(engine: Engine, visit_id: int) -> None:

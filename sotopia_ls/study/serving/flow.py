@@ -1,6 +1,7 @@
 """A participant's journey as an ordered list of pages, as in oTree's ``page_sequence``:
 
-    arrival (the Prolific link) → [admission] → instructions → rate (× m) → done
+    arrival (the Prolific link) → [admission] → instructions
+        → [practice → practice-feedback (× attempts)] → rate (× m) → done
 
 Reordering or adding a page is a change to the sequence, given to ``create_app(pages=…)``.
 """
@@ -13,16 +14,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from ...config import agent_field
+from ...dimensions import AGENTS
 from ..outbox.saving import checked_results
-from ..screening import qualification
+from ..screening import practice, qualification
 from ..screening.typing_counts import TypingCounts, page_counting
 from ..screening.visible import VisibleSeconds, page_measuring
 from ..settings import StudyFile
 from ..slots import leases
-from ..states import AssignmentState, Outcome
+from ..states import AssignmentState, Outcome, PracticeStanding
 from . import arrival
 from .arrival import Visit
-from .page import NotAccepted, Page, PageRequest, Script
+from .page import Form, NotAccepted, Page, PageRequest, Script
 from .security import json_for_html
 
 # A rating is a set of short answers; the bound leaves room for long rationales.
@@ -138,21 +141,8 @@ class Rate(Page):
         if assignment is None:
             _finish(turn, visit)
             return None
-        data = turn.gateway.shown(assignment.task_id)
         leases.mark_shown(turn.engine, assignment.id)
-        boot = {
-            "config": turn.gateway.config,
-            # A constant task id: the editor shows it, and a real one means nothing to a participant.
-            "task": {"id": 1, "data": data},
-            "assignment": assignment.key,
-            "submit": f"{turn.base}/{Rate.submit.path}",
-            "csrf": turn.csrf,
-            "settings": _EDITOR_SETTINGS,
-            "required": turn.gateway.required,
-            "typing": page_counting(),
-            "visible": page_measuring(),
-        }
-        return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
+        return {**_editor(turn, assignment.task_id, assignment.key, Rate.submit),
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
 
     def before_next_page(self, turn: PageRequest, answers: PostedRating) -> Visit:
@@ -177,6 +167,117 @@ class Rate(Page):
         if after.rated >= study.episodes_per_participant and after.outcome is None:
             return _finish(turn, after)
         return after
+
+
+def _editor(turn: PageRequest, task_id: int, key: str, submit: Script) -> dict[str, Any]:
+    """What a page showing Label Studio's editor on the task gets: the editor's boot data
+    (``key`` names the page's rating, ``submit`` where it goes) and the instructions."""
+    boot = {
+        "config": turn.gateway.config,
+        # A constant task id: the editor shows it, and a real one means nothing to a participant.
+        "task": {"id": 1, "data": turn.gateway.shown(task_id)},
+        "assignment": key,
+        "submit": f"{turn.base}/{submit.path}",
+        "csrf": turn.csrf,
+        "settings": _EDITOR_SETTINGS,
+        "required": turn.gateway.required,
+        "typing": page_counting(),
+        "visible": page_measuring(),
+    }
+    return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions}
+
+
+class PracticeEpisode(Page):
+    """A study with a practice step: a practice episode in the editor before the first
+    episode, its rating scored against the reference and never data; its feedback follows
+    (``PracticeFeedback``). The attempts are the participant's, so whoever passed in any
+    session goes on, and whoever used every attempt is screened out on arrival."""
+
+    name = "practice"
+    submit = Script("practice-submit", PostedRating, MAX_SUBMISSION, TOO_LONG, "a rating")
+
+    def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
+        return (study.practice is not None and visit.outcome is None
+                and self.name not in visit.answered and not visit.feedback_due)
+
+    def on_arrival(self, turn: PageRequest) -> Visit:
+        if not self.is_displayed(turn.visit, turn.study):
+            return turn.visit
+        return _after_practice(turn, turn.visit)
+
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any]:
+        study, visit = turn.study, turn.visit
+        task = practice.next_task(turn.engine, study.name, visit.participant_id)
+        # The page's key only names its time on task in the browser: the server decides the
+        # episode and the attempt.
+        key = f"{visit.id:024x}{task:08x}"[-32:]
+        return _editor(turn, task, key, PracticeEpisode.submit)
+
+    def before_next_page(self, turn: PageRequest, answers: PostedRating) -> Visit:
+        """Score the rating as the participant's next attempt, unless they have none left,
+        passed, or await this visit's feedback (a replay): then nothing changes."""
+        study, visit = turn.study, turn.visit
+        if study.practice is None or visit.outcome is not None:
+            raise HTTPException(404, "There is no practice episode for you.")
+        scores, problems = checked_results(answers.results)
+        if problems:
+            raise NotAccepted(problems)
+        practice.record_attempt(turn.engine, study.name, study.practice, visit.id,
+                                visit.participant_id, scores)
+        return arrival.load_visit(turn.engine, study.name, visit.id)
+
+
+class PracticeFeedback(Page):
+    """After a practice attempt: per dimension and agent, the participant's score beside the
+    reference and its rationale, and where they were off by more than the tolerance, the
+    rubric's guidance and the seed example of their mistake; then another attempt, the
+    study, or (every attempt failed) the practice's screen-out code."""
+
+    name = "practice-feedback"
+    submit = Form()
+
+    @property
+    def template(self) -> str:
+        return "practice_feedback.html"
+
+    def is_displayed(self, visit: Visit, study: StudyFile) -> bool:
+        return study.practice is not None and visit.outcome is None and visit.feedback_due
+
+    def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
+        given = practice.feedback(turn.engine, turn.study.name, turn.study.practice,
+                                  turn.visit.id)
+        if given is None:
+            return None
+        shown = turn.gateway.shown(given.task_id)
+        names = {agent: shown.get(agent_field(agent, "name")) or f"Agent {agent}"
+                 for agent in AGENTS}
+        return {"feedback": given, "names": names, "standings": PracticeStanding,
+                "tolerance": turn.study.practice.max_distance}
+
+    def before_next_page(self, turn: PageRequest, answers: BaseModel) -> Visit:
+        practice.mark_seen(turn.engine, turn.visit.id)
+        return _after_practice(turn, arrival.load_visit(turn.engine, turn.study.name,
+                                                        turn.visit.id))
+
+
+def _after_practice(turn: PageRequest, visit: Visit) -> Visit:
+    """The visit once its participant's practice is settled: passed (recorded as the
+    practice page's answer), failed every attempt (the visit screened out), or going on."""
+    study = turn.study
+    standing = practice.standing(turn.engine, study.practice, visit.participant_id)
+    if standing == PracticeStanding.PASSED:
+        arrival.record_answers(turn.engine, visit.id, PracticeEpisode.name, {"passed": True})
+        return replace(visit, answered=visit.answered | {PracticeEpisode.name})
+    if standing == PracticeStanding.FAILED:
+        arrival.finish(turn.engine, visit.id, Outcome.SCREENED_OUT)
+        return replace(visit, outcome=visit.outcome or Outcome.SCREENED_OUT)
+    return visit
+
+
+def _failed_practice(turn: PageRequest) -> bool:
+    """Whether the visit's participant failed every attempt of the study's practice."""
+    return turn.study.practice is not None and practice.standing(
+        turn.engine, turn.study.practice, turn.visit.participant_id) == PracticeStanding.FAILED
 
 
 def _judged(turn: PageRequest) -> qualification.Verdict | None:
@@ -217,9 +318,12 @@ def _finish(turn: PageRequest, visit: Visit) -> Visit:
 
 def _leaving(turn: PageRequest) -> tuple[str, str]:
     """The code and address of a visit ended by its ratings or by a verdict: the completion
-    code, except for a participant who did not pass a qualification round, who gets its
-    screen-out code (never why)."""
-    study, verdict = turn.study, _verdict(turn, turn.visit.id)
+    code, except for a participant who failed every practice attempt or did not pass a
+    qualification round, who gets its screen-out code (never why)."""
+    study = turn.study
+    if _failed_practice(turn):
+        return study.practice.screen_out_code, study.practice.screen_out_url
+    verdict = _verdict(turn, turn.visit.id)
     if verdict is None or verdict.passed:
         return study.completion_code, study.completion_url
     qualifying = study.qualification
@@ -244,9 +348,11 @@ class Done(Page):
             visit = arrival.load_visit(turn.engine, study.name, visit.id)
         if visit.outcome in (Outcome.COMPLETED, Outcome.SCREENED_OUT):
             code, url = _leaving(turn)
-            return {"outcome": visit.outcome, "code": code, "url": url, "rated": visit.rated}
+            return {"outcome": visit.outcome, "code": code, "url": url, "rated": visit.rated,
+                    "practice_failed": _failed_practice(turn)}
         return {"outcome": Outcome.NO_SLOTS, "code": study.no_slots_code,
                 "url": study.no_slots_url}
 
 
-PAGE_SEQUENCE: tuple[Page, ...] = (Admission(), Instructions(), Rate(), Done())
+PAGE_SEQUENCE: tuple[Page, ...] = (Admission(), Instructions(), PracticeEpisode(),
+                                   PracticeFeedback(), Rate(), Done())

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -22,10 +23,11 @@ from ...labelstudio.client import (
 from ...labelstudio.tasks import GOLD
 from ..live.snapshots import keep_episode_ids
 from ..outbox.saving import LabelStudioWriter, required_fields, to_names
-from ..screening.gold import gold_references
+from ..screening.gold import csv_references, episode_task_ids, gold_references
+from ..screening.practice import record_practice_episodes
 from ..settings import StudyFile
 from ..slots import leases
-from ..store import allow_list, gold
+from ..store import allow_list, gold, slots
 from .load import Load
 from .shown import ShownFields
 
@@ -67,14 +69,38 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
         raise LabelStudioError("the project has no tasks: import episodes first",
                                project=study.project)
     references = gold_references(study, client, data) if study.uses_gold else None
+    practice = practice_references(study, engine, data)
     keep_episode_ids(engine, study.name, data)
     added = leases.add_episodes(engine, study.name,
                                 {task: fields.shown(d) for task, d in data.items()},
                                 study.raters_per_episode, references,
-                                gold_only=study.qualification is not None)
+                                gold_only=study.qualification is not None, unslotted=practice)
     if study.uses_gold:
         mark_gold(study, client, engine, data.keys())
     return added
+
+
+def practice_references(study: StudyFile, engine: Engine,
+                        data: dict[int, dict[str, Any]]) -> Collection[int]:
+    """Record the references of the study's practice episodes (its CSV, read again each time)
+    and name their tasks; a practice episode already served as an ordinary one (it has slots)
+    would be data, and is refused by name."""
+    if study.practice is None:
+        return ()
+    found = csv_references(Path(study.practice.references), episode_task_ids(data),
+                           study.project, rationales=True)
+    with engine.connect() as conn:
+        slotted = sorted(set(conn.execute(select(slots.c.task_id).where(
+            slots.c.study == study.name, slots.c.task_id.in_(sorted(found)))).scalars()))
+    if slotted:
+        raise StudyError(f"{study.practice.references}: task(s) {', '.join(map(str, slotted))} "
+                         f"of study {study.name} were served as ordinary episodes, so they "
+                         "cannot be practice episodes: import them again as new tasks")
+    if not found:
+        raise StudyError(f"{study.practice.references} holds no row: give at least one "
+                         "practice episode")
+    record_practice_episodes(engine, study.name, found)
+    return found.keys()
 
 
 def mark_gold(study: StudyFile, client: Client, engine: Engine, tasks: Collection[int]) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import random
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from math import floor
@@ -34,6 +35,8 @@ from sqlalchemy.exc import IntegrityError
 
 from ...errors import StudyError
 from ...scores import RATING_FIELDS, scores_disagree
+from ..screening.typing_counts import TypingCounts, add_typing
+from ..screening.visible import add_visible
 from ..settings import Adaptive, StudyFile
 from ..states import SUBMITTED, AssignmentState, SlotState
 from ..store import (
@@ -45,13 +48,12 @@ from ..store import (
     gold,
     insert_of,
     now,
+    replace_references,
     save_failures,
     slots,
     snapshot_in,
     visits,
 )
-from ..screening.typing_counts import TypingCounts, add_typing
-from ..screening.visible import add_visible
 
 log = logging.getLogger("sotopia_ls.study")
 
@@ -146,7 +148,7 @@ class Added:
 
 def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int,
                  references: dict[int, dict[str, int]] | None = None, *,
-                 gold_only: bool = False) -> Added:
+                 gold_only: bool = False, unslotted: Collection[int] = ()) -> Added:
     """Record the tasks not yet known (their shown data) and give each its k slots.
 
     ``references`` (task id → reference ratings) are the study's gold episodes: they get no
@@ -156,7 +158,8 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
     Every insert skips (or, for a reference, updates) a row another gateway starting at the
     same moment inserted first.
     ``gold_only`` (a qualification round) gives no task slots: one without a reference is
-    never served, and may still become gold once it has one.
+    never served, and may still become gold once it has one. ``unslotted`` (practice
+    episodes) get no slots either.
     """
     references = references or {}
     with engine.begin() as conn:
@@ -166,17 +169,13 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
         recorded = set(conn.execute(select(gold.c.task_id).where(gold.c.study == study))
                        .scalars())
         if references:
-            upsert = insert_of(conn, gold)
-            conn.execute(upsert.on_conflict_do_update(
-                index_elements=[gold.c.study, gold.c.task_id],
-                set_={"reference": upsert.excluded.reference},
-            ), [{"study": study, "task_id": task, "reference": reference}
-                for task, reference in sorted(references.items())])
+            replace_references(conn, gold, study, references)
         new = sorted(set(shown) - known)
         if new:
             conn.execute(insert_of(conn, episodes).on_conflict_do_nothing(), [
                 {"study": study, "task_id": task, "shown": shown[task]} for task in new])
-        others = [task for task in new if task not in references and task not in recorded]
+        others = [task for task in new if task not in references and task not in recorded
+                  and task not in unslotted]
         ordinary = [] if gold_only else others
         if ordinary:
             conn.execute(insert_of(conn, slots).on_conflict_do_nothing(), [
