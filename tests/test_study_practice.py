@@ -272,6 +272,26 @@ def test_a_practice_submit_sent_again_or_past_the_attempts_records_nothing_more(
 
 
 @pytest.mark.server
+def test_who_passed_and_went_on_cannot_practise_again(run):
+    person = practising(run)
+    post_practice(person, rating())
+    feedback = person.http.get("/s/pilot/practice-feedback")
+    token = re.search(r'name="csrf" value="([^"]+)"', feedback.text).group(1)
+    went_on = person.http.post("/s/pilot/practice-feedback", data={"csrf": token},
+                               follow_redirects=True)
+
+    again = post_practice(person, rating(believability_1=1))
+    back = person.http.get("/s/pilot/practice", follow_redirects=True)
+
+    assert "Well done" in feedback.text and went_on.url.path == "/s/pilot/rate"
+    assert again.json() == {"next": "/s/pilot/rate"} and back.url.path == "/s/pilot/rate"
+    with run.engine.connect() as conn:
+        assert conn.execute(select(practice_attempts.c.passed).join(
+            participants, participants.c.id == practice_attempts.c.participant_id).where(
+            participants.c.external_id == person.pid)).scalars().all() == [True]
+
+
+@pytest.mark.server
 def test_a_practice_rating_posted_as_a_study_rating_is_refused_and_no_page_skips_practice(run):
     person = practising(run)
 
