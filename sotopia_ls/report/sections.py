@@ -31,8 +31,8 @@ from ..statistics.comparison import (
 from ..statistics.gwet import gwet_table
 from ..statistics.sotopia_pi import PI_COLUMNS
 from ..text import counted
-from .page import FLAG, estimate, note, number, section, shown, table
-from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
+from .page import FLAG, estimate, grid, note, number, section, shown, table
+from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_chart
 from .time_on_task import time_on_task_table
 
 @dataclass(frozen=True)
@@ -113,6 +113,9 @@ FLAGGED_COLUMNS = ("alpha", "icc1", "icc1k", "pairs_exact", "pairs_within_2",
                    "randolph_kappa_rubric_binary", *PI_COLUMNS[1:])
 BREAKDOWN_SHOWN = ["group", "dimension", "units", "ratings", "alpha", "icc1", "icc1k",
                    "pairs_exact", "pairs_within_2", "randolph_kappa_rubric_binary"]
+# The fewest episodes a reliability study should rate (Koo & Li 2016, J. Chiropr. Med. 15:155,
+# ask for at least 30 heterogeneous samples for an ICC); below it the report warns.
+FEW_EPISODES = 30
 BREAKDOWNS = (("model pair", "Agreement by model pair",
                "model pair (the episodes' source tag, else their models)"),
               ("agent", "Agreement by agent position", "agent position"))
@@ -122,12 +125,22 @@ def bootstrap_note(inputs: Inputs) -> str:
     resampling = inputs.bootstrap
     if resampling.resamples <= 0:
         return note("No bootstrap intervals were drawn (--bootstrap 0).")
-    return note(
+    return small_sample_warning(inputs.units["episode_id"].nunique()) + note(
         f"[low, high]: {resampling.level:.0%} percentile bootstrap intervals from "
         f"{resampling.resamples} resamples of the {inputs.units['episode_id'].nunique()} "
         f"episodes (both agents of an episode move together), seed {resampling.seed}; "
         f"--bootstrap {resampling.resamples} --seed {resampling.seed} reproduces them."
     )
+
+
+def small_sample_warning(episodes: int) -> str:
+    """A warning above intervals drawn from fewer episodes than a reliability study needs."""
+    if episodes >= FEW_EPISODES:
+        return ""
+    return (f'<p class="flag">{FLAG} Only {counted(episodes, "episode")} with two raters or '
+            f"more: with fewer than {FEW_EPISODES}, these figures and their intervals are "
+            "unstable (an ICC's interval can reach far below 0, where no reliability lies): "
+            "read them as a pilot's, not as the study's result.</p>")
 
 
 def _flag_note(agreement: pd.DataFrame) -> str:
@@ -265,7 +278,7 @@ def _human_vs_model(comparison: pd.DataFrame, needed: Results, inputs: Inputs,
         "Human vs model", coverage, note(text), bootstrap_note(inputs),
         table(shown(comparison, ["evaluator", "dimension", "n", "pearson", "pearson_p",
                                  "spearman", "spearman_p", "mse", "bias"])),
-        scatter_plot(paired),
+        png(scatter_chart(paired)),
     )
 
 
@@ -311,12 +324,12 @@ def _dimension_summary(row: pd.Series) -> str:
 
 def _distributions(agreement: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     rows = agreement.set_index("dimension")
-    return "".join(
+    return grid(*(
         section(f"{dimension.label} ({dimension.range_text})",
                 note(_dimension_summary(rows.loc[dimension.key])),
                 distribution_plot(inputs.long, dimension.key))
         for dimension in RUBRIC.dimensions
-    )
+    ))
 
 
 # --- the notes -------------------------------------------------------------------------------
