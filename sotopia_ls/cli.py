@@ -425,7 +425,7 @@ def annotators_command(url: str | None, api_key: str | None, project: str | None
     for email, new in made.items():
         click.echo(f"{email}: {'account made' if new else 'has an account already'}")
     if made:
-        click.echo(f"log in at {address(client)}/user/login/ with the email and the password")
+        click.echo(f"log in with the email and the password at {links.login}")
     click.echo(f"invite link (anyone holding it can sign up): {links.invite}")
     if links.stream:
         click.echo(f"label-stream link for project {links.project_id}: {links.stream}")

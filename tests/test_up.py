@@ -240,8 +240,9 @@ def test_a_researcher_makes_two_annotator_accounts_that_log_in_with_the_password
                                         "--password", "short"], env=env)
 
     assert made.exit_code == 0, made.output
-    assert made.output.startswith(f"{emails[0]}: account made\n{emails[1]}: account made\n"
-                                  f"log in at {label_studio.url}/user/login/ ")
+    assert made.output.startswith(
+        f"{emails[0]}: account made\n{emails[1]}: account made\n"
+        f"log in with the email and the password at {label_studio.url}/user/login/\n")
     assert all(log_in(label_studio.url, email, password) for email in emails)
     assert not log_in(label_studio.url, emails[0], "another-password-1")
     assert again.exit_code == 0 and f"{emails[1]}: has an account already" in again.output

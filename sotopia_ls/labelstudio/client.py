@@ -298,9 +298,11 @@ def set_prefill(
 
 @dataclass(frozen=True)
 class InviteLinks:
-    """The organization's signup link and, for a project, the one that ends in its stream."""
+    """The organization's signup link and, for a project, the one that ends in its stream; the
+    login page, which for a project also ends there (for people who have an account)."""
 
     invite: str
+    login: str
     project_id: int | None = None
     stream: str = ""
 
@@ -318,11 +320,12 @@ def invite_links(client: Client, project: str | int | None = None) -> InviteLink
     with sdk_errors("reading the invite link"):
         invite = client.organizations.invites.get_invite_link()
     signup = f"{address(client)}{invite.invite_url}"
+    login = f"{address(client)}/user/login/"
     if project is None:
-        return InviteLinks(signup)
+        return InviteLinks(signup, login)
     project_id = find_project(client, project).id
-    stream = f"/projects/{project_id}/data?labeling=1"
-    return InviteLinks(signup, project_id, f"{signup}&next={quote(stream, safe='/')}")
+    stream = quote(f"/projects/{project_id}/data?labeling=1", safe="/")
+    return InviteLinks(signup, f"{login}?next={stream}", project_id, f"{signup}&next={stream}")
 
 
 _FORM_ERROR = re.compile(r'<ul class="field_errors">\s*<li>(.*?)</li>', re.S)
