@@ -339,7 +339,7 @@ def add_annotators(client: Client, emails: Sequence[str], password: str) -> dict
     present = {email.lower() for email in annotator_emails(client).values()}
     signup = invite_links(client).invite
     made = {}
-    for email in emails:
+    for email in dict.fromkeys(emails):  # each once, in order
         made[email] = email.lower() not in present
         if not made[email]:
             continue

@@ -64,7 +64,7 @@ def table(frame: pd.DataFrame) -> str:
 
 
 _INTERVAL = re.compile(r"\[(?:-?\d+\.\d+|–), (?:-?\d+\.\d+|–)\]")
-_LONG_TEXT = re.compile(r"<td>([^<]{40,})</td>")  # longer than any dimension or judge name
+_LONG_TEXT = re.compile(r"<td>([^<]{40,})</td>")  # longer than a dimension's key
 
 
 def _narrow(rendered: str) -> str:
