@@ -1,11 +1,10 @@
 """Hand a sotopia-ls export to Sotopia: its own models, its own aggregation.
 
-Run it where sotopia is installed (tested with sotopia 0.1.5). Sotopia keeps its records in
-Redis unless told otherwise; ``SOTOPIA_STORAGE_BACKEND=local`` keeps them in JSON files under
-your home folder instead, so no Redis is needed:
+Run it where sotopia is installed (tested with sotopia 0.1.5; ``scripts/sotopia-env`` makes
+that environment, ``.venv-sotopia``). Sotopia keeps its records in Redis unless told otherwise;
+``SOTOPIA_STORAGE_BACKEND=local`` keeps them in JSON files under your home folder instead:
 
-    SOTOPIA_STORAGE_BACKEND=local python examples/into_sotopia.py results/
-    SOTOPIA_STORAGE_BACKEND=local python examples/into_sotopia.py results/ my_episode_logs.jsonl
+    SOTOPIA_STORAGE_BACKEND=local .venv-sotopia/bin/python examples/into_sotopia.py results/
 
 ``results/`` is what ``sotopia-ls export -o results/`` wrote: its ``episode_logs.jsonl`` holds
 the rated episodes as Sotopia ``EpisodeLog`` records, whatever format they were imported from.
@@ -21,8 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from sotopia.database import AnnotationForEpisode, EpisodeLog
-from sotopia.database.aggregate_annotations import map_human_annotations_to_episode_logs
+try:
+    from sotopia.database import AnnotationForEpisode, EpisodeLog
+    from sotopia.database.aggregate_annotations import map_human_annotations_to_episode_logs
+except ModuleNotFoundError as missing:
+    sys.exit(f"{missing.name} is not installed in {sys.executable}: run scripts/sotopia-env and "
+             "then this with .venv-sotopia/bin/python (README.md, \"Into Sotopia\")")
 
 
 def records(path: Path) -> list[dict]:

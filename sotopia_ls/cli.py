@@ -35,7 +35,7 @@ from .exporter.commands import export_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
 from .judge import MAX_REASONING_CHARS, LLMJudge
 from .labelstudio import server
-from .labelstudio.client import connect, invite_links
+from .labelstudio.client import add_annotators, address, connect, invite_links
 from .labelstudio.push import (
     DEFAULT_BATCH_SIZE,
     PushReport,
@@ -142,13 +142,14 @@ def _ids(ids: list[int]) -> str:
 
 
 def _echo_push(report: PushReport, url: str) -> None:
+    """What the import did, and the project's whole address (``url``: the server's)."""
     click.echo(
         f"imported {report.imported} task(s) in {report.batches} batch(es); "
         f"{report.already_present} already in the project"
         + (f"; {report.with_predictions} with predictions" if report.with_predictions else "")
     )
     _echo_repairs(report)
-    click.echo(f"project: {redacted(url).rstrip('/')}/projects/{report.project_id}/data")
+    click.echo(f"project: {url}/projects/{report.project_id}/data")
 
 
 @main.command("import")
@@ -243,7 +244,7 @@ def import_command(
         )
     if created:
         click.echo(f"created project {target.id} {target.title!r}")
-    _echo_push(report, url or "")
+    _echo_push(report, address(client))
 
 
 @main.command("check")
@@ -343,7 +344,7 @@ def up_command(
             with running, server.announced(data_dir, running.url):
                 client = connect(running.url, credentials.api_key)
                 target, _, report = import_episodes(client, result.episodes, title=title)
-                _echo_push(report, running.url)
+                _echo_push(report, address(client))
                 command = _sotopia_ls()
                 click.echo(
                     f"\nLabel Studio is ready: {running.url}\n"
@@ -392,20 +393,39 @@ def _stopped_by_signals() -> Iterator[None]:
 @server_options
 @click.option("--project", help="Id or exact title of a project: also print its label-stream "
               "link, which lands a new annotator straight in the queue.")
-def annotators_command(url: str | None, api_key: str | None, project: str | None) -> None:
-    """Print the link that lets colleagues join the organization as annotators.
+@click.option("--add", "emails", multiple=True, metavar="EMAIL",
+              help="Make an account that logs in with this email and --password (repeatable); "
+              "an email that has one already is left as it is.")
+@click.option("--password", envvar="SOTOPIA_LS_ANNOTATOR_PASSWORD", show_envvar=True,
+              help="The accounts' password (with --add; Label Studio's rules: 8 characters or "
+              "more). Never printed: tell it to the annotators yourself.")
+def annotators_command(url: str | None, api_key: str | None, project: str | None,
+                       emails: tuple[str, ...], password: str | None) -> None:
+    """Print the links that let colleagues join as annotators, or make their accounts.
 
-    Label Studio's signup is closed except through this link (sotopia-ls up closes it); with
-    --project, the link sends a new annotator straight into that project's label stream.
-    What an annotator can see and do in Label Studio Community: README, "Add annotators".
+    Label Studio's signup is closed except through the invite link (sotopia-ls up closes it);
+    with --project, the link sends a new annotator straight into that project's label stream.
+    --add makes the accounts through that same signup, so they log in like any other. What an
+    annotator can see and do in Label Studio Community: README, "What Label Studio Community
+    cannot guarantee".
 
     Example:
 
+    \b
         sotopia-ls annotators --project "Pilot study"
+        export SOTOPIA_LS_ANNOTATOR_PASSWORD=...   # tell it to the annotators
+        sotopia-ls annotators --add rater1@lab.example --add rater2@lab.example
     """
+    if emails and not password:
+        raise click.UsageError("--add needs --password or SOTOPIA_LS_ANNOTATOR_PASSWORD")
     with failures_as_messages():
         client = connect(url, api_key)
-        links = invite_links(client, url or "", project)
+        made = add_annotators(client, emails, password or "") if emails else {}
+        links = invite_links(client, project)
+    for email, new in made.items():
+        click.echo(f"{email}: {'account made' if new else 'has an account already'}")
+    if made:
+        click.echo(f"log in with the email and the password at {links.login}")
     click.echo(f"invite link (anyone holding it can sign up): {links.invite}")
     if links.stream:
         click.echo(f"label-stream link for project {links.project_id}: {links.stream}")

@@ -232,11 +232,10 @@ def invoke(command: Any, *args: str) -> Result:
 
 # --- sotopia's own models, in an environment of their own -------------------------------
 
-# Sotopia 0.1.5 pins libraries our environment may not share (rich<15, redis-om<0.4), so its
-# models run in their own virtual environment, made once: sotopia itself without its LLM
-# dependencies, plus the three libraries sotopia.database imports.
+# Sotopia 0.1.5 pins libraries our environment may not share (rich<15, click 8.1), so its
+# models run in their own virtual environment, made once by the script the README names.
 SOTOPIA_ENV = REPO / ".venv-sotopia"
-SOTOPIA_PACKAGES = ["redis-om>=0.3,<0.4", "rich>=13.6,<15", "pydantic>=2.5,<3"]
+
 
 def _run(command: list[str], env: Mapping[str, str] | None = None) -> None:
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -247,9 +246,7 @@ def sotopia_python() -> Path:
     python = SOTOPIA_ENV / "bin" / "python"
     with made_once(SOTOPIA_ENV):
         if not (SOTOPIA_ENV / ".ready").exists():
-            _run([sys.executable, "-m", "venv", "--clear", str(SOTOPIA_ENV)])
-            pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-            _run([*pip, "--no-deps", "sotopia==0.1.5"])
-            _run([*pip, *SOTOPIA_PACKAGES])
+            _run([str(REPO / "scripts" / "sotopia-env")],
+                 env={**os.environ, "VENV": str(SOTOPIA_ENV), "PYTHON": sys.executable})
             (SOTOPIA_ENV / ".ready").touch()
     return python

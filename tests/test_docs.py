@@ -127,3 +127,12 @@ def test_module_docstrings_are_short_and_point_at_docs_that_exist(folder):
                     if not (REPO / page).is_file()]
     assert not too_long, f"module docstrings over {MOST_DOCSTRING_LINES} lines: {too_long}"
     assert not missing, f"docstrings name docs pages that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_readme_section_a_command_help_names_is_there(name):
+    """``README, "Title"`` in a command's help leads to a heading of that title."""
+    named = re.findall(r'README(?:\.md)?, "([^"]+)"', " ".join(ALL_COMMANDS[name].help.split()))
+    headings = [" ".join(line.lstrip("#").split()) for line in README.splitlines()
+                if line.startswith("#")]
+    assert [title for title in named if not any(title in heading for heading in headings)] == []

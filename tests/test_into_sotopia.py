@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -116,3 +117,13 @@ def test_episodes_imported_from_otree_reach_sotopia_from_the_export_folder_alone
     assert not again.problems
     assert {(e.id, e.scenario, e.agents, e.turns) for e in again.episodes} == {
         (e.id, e.scenario, e.agents, e.turns) for e in episodes}
+
+
+def test_run_where_sotopia_is_missing_the_example_names_the_install_in_one_line(tmp_path):
+    """This package's own environment has no sotopia (its pins would change ours)."""
+    done = subprocess.run([sys.executable, str(EXAMPLE), str(tmp_path)], capture_output=True,
+                          text=True)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"sotopia is not installed in {sys.executable}: run scripts/sotopia-env and then this "
+        'with .venv-sotopia/bin/python (README.md, "Into Sotopia")']

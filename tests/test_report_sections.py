@@ -38,7 +38,7 @@ def ratings_per_dimension(inputs, results) -> pd.DataFrame:
 
 TOY = Section(
     "ratings_per_dimension", ratings_per_dimension,
-    lambda result, needed, report, text: section("Ratings per dimension", note(text),
+    lambda result, needed, inputs, text: section("Ratings per dimension", note(text),
                                                  table(result)),
     note="How many ratings each dimension received.",
 )
@@ -69,7 +69,7 @@ def test_a_section_reads_only_the_earlier_sections_it_names_and_the_list_is_chec
         agreement = needed["agreement"]
         return agreement.loc[agreement["ratings"].idxmax(), "dimension"]
 
-    def shown(result, needed, report, text) -> str:
+    def shown(result, needed, inputs, text) -> str:
         assert set(needed) == {"agreement"}
         return section("Most rated", note(result))
 

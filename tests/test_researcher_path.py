@@ -2,8 +2,9 @@
 
 The README's block is run line by line as written. Three things stand in for what a test cannot
 have: the session's Label Studio for the demo's (tests/test_demo.py runs the demo itself), a
-local chat-completions server for both judges (the only remote service), and two annotators'
-ratings made through the API where the block says to annotate.
+local chat-completions server for both judges (the only remote service), and, where the block
+says to annotate, the two annotators it made an account for rating through Label Studio's API
+with their own login.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import os
 import re
 import shlex
 import subprocess
-import uuid
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -59,16 +60,21 @@ def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
     env = {"LABEL_STUDIO_URL": label_studio.url,
            "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
     judges: list[str] = []
+    raters: list[str] = []
     ran: list[str] = []
     with chat_stub() as stub:
         for line in lines:
             words = command(line)
             if not words:  # the comment that says to annotate
                 assert "annotate" in line
-                annotate(ls_client, project_title)
+                annotate(label_studio.url, ls_client, project_title, raters,
+                         env["SOTOPIA_LS_ANNOTATOR_PASSWORD"])
                 ran.append("annotate")
             elif words[0] in ("scripts/demo", "source"):
                 continue  # the session's Label Studio is running; sotopia_ls is importable
+            elif words[0] == "scripts/sotopia-env":
+                sotopia_python()  # runs the script, once for the whole session
+                ran.append("sotopia-env")
             elif words[0] == "export":
                 name, _ = words[1].split("=", 1)
                 env[name] = "sk-stand-in-never-shown"
@@ -81,13 +87,20 @@ def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
                     args += ["--base-url", stub.base_url]
                 result = CliRunner().invoke(main, args, env=env)
                 assert result.exit_code == 0, f"{line}\n{result.output}"
-                assert env.get("OPENAI_API_KEY", "unset") not in result.output
+                assert "sk-stand-in-never-shown" not in result.output
+                # Every link printed is whole: it opens pasted into a browser.
+                links = re.findall(r"(?:: |at )(\S*/(?:projects|user)/\S*)", result.output)
+                assert all(link.startswith(label_studio.url) for link in links), result.output
+                if args[0] in ("import", "annotators"):
+                    assert links, result.output
+                if args[0] == "annotators":
+                    raters += [args[i + 1] for i, word in enumerate(args) if word == "--add"]
                 ran.append(args[0])
             else:
                 into_sotopia(words)
                 ran.append("into sotopia")
-    assert ran == ["samples", "import", "evaluate", "evaluate", "annotate", "export",
-                   "report", "into sotopia"]
+    assert ran == ["samples", "import", "evaluate", "evaluate", "annotators", "annotate",
+                   "export", "report", "sotopia-env", "into sotopia"]
 
     table = pd.read_csv(tmp_path / "report" / "human_vs_model.csv")
     assert list(zip(table["evaluator"], table["dimension"])) == [
@@ -98,17 +111,25 @@ def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
     assert (coverage["episodes_with_model"] == RATED).all()
 
 
-def annotate(client, title: str) -> None:
-    """Two annotators rate the first episodes, as people would in the editor."""
+def annotate(url: str, client, title: str, emails: list[str], password: str) -> None:
+    """Each annotator logs in with the password the researcher gave and rates the first
+    episodes, saving each rating as the editor does, through the API with their session."""
+    assert len(emails) == 2
     (project,) = [p for p in client.projects.list() if p.title == title]
     ids = sorted(task_ids(client, project.id).values())
-    tag = uuid.uuid4().hex[:6]
-    raters = [client.users.create(email=f"rater{k}-{tag}@example.com", username=f"rater{k}-{tag}")
-              for k in (1, 2)]
-    for number, task in enumerate(ids[:RATED]):
-        for k, rater in enumerate(raters, start=1):
-            client.annotations.create(id=task, completed_by=rater.id,
-                                      result=results_of(ratings(number + k)))
+    for k, email in enumerate(emails, start=1):
+        with httpx.Client(base_url=url) as browser:
+            browser.get("/user/login/")
+            entered = browser.post("/user/login/", headers={"Referer": f"{url}/user/login/"},
+                                   data={"email": email, "password": password,
+                                         "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
+            assert entered.is_redirect, f"{email} cannot log in"
+            for number, task in enumerate(ids[:RATED]):
+                saved = browser.post(f"/api/tasks/{task}/annotations/",
+                                     json={"result": results_of(ratings(number + k))},
+                                     headers={"X-CSRFToken": browser.cookies["csrftoken"],
+                                              "Referer": f"{url}/"})
+                assert saved.status_code == 201, saved.text
 
 
 def into_sotopia(words: list[str]) -> None:

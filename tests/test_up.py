@@ -146,6 +146,8 @@ def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data
 
     try:
         used = check()
+        invited = subprocess.run([sys.executable, "-m", "sotopia_ls", "annotators"], cwd=tmp_path,
+                                 env=env, capture_output=True, text=True, timeout=120)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
@@ -157,6 +159,9 @@ def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data
     assert used.stderr == (f"no --url or --api-key given: using the demo's Label Studio at "
                            f"http://127.0.0.1:{port} and the key in "
                            f"{data_dir / 'credentials.json'}\n")
+    # A link printed beside the demo is whole: it opens pasted into a browser.
+    assert invited.stdout.startswith("invite link (anyone holding it can sign up): "
+                                     f"http://127.0.0.1:{port}/user/signup/?token="), invited
     stopped = check()
     assert stopped.returncode == 1 and "no Label Studio URL" in stopped.stderr
 
@@ -216,3 +221,44 @@ def sign_up(page: str, email: str) -> int:
                                           "csrfmiddlewaretoken": token},
                               headers={"Referer": page})
     return answer.status_code
+
+
+def test_a_researcher_makes_two_annotator_accounts_that_log_in_with_the_password_given(
+        label_studio, project_title):
+    """`annotators --add` signs people up through the invite link, as they would themselves;
+    the password comes from the environment and is never printed; a rerun leaves them."""
+    emails = [f"{project_title}-{k}@lab.test" for k in (1, 2)]
+    password = "a-long-password-never-shown"
+    env = {"LABEL_STUDIO_URL": label_studio.url,
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key,
+           "SOTOPIA_LS_ANNOTATOR_PASSWORD": password}
+    add = ["annotators", "--add", emails[0], "--add", emails[1]]
+
+    made = CliRunner().invoke(main, add, env=env)
+    again = CliRunner().invoke(main, add, env=env)
+    refused = CliRunner().invoke(main, ["annotators", "--add", f"{project_title}-3@lab.test",
+                                        "--password", "short"], env=env)
+
+    assert made.exit_code == 0, made.output
+    assert made.output.startswith(
+        f"{emails[0]}: account made\n{emails[1]}: account made\n"
+        f"log in with the email and the password at {label_studio.url}/user/login/\n")
+    assert all(log_in(label_studio.url, email, password) for email in emails)
+    assert not log_in(label_studio.url, emails[0], "another-password-1")
+    assert again.exit_code == 0 and f"{emails[1]}: has an account already" in again.output
+    assert refused.exit_code == 1 and refused.output.startswith(
+        f"Error: {project_title}-3@lab.test: Label Studio refused the account: ")
+    assert "8–128 characters" in refused.output and "short" not in refused.output
+    for result in (made, again, refused):
+        assert password not in result.output and label_studio.credentials.api_key not in result.output
+
+
+def log_in(url: str, email: str, password: str) -> bool:
+    """Label Studio's login form, as a browser fills it: True when it lets the person in."""
+    with httpx.Client() as browser:
+        page = f"{url}/user/login/"
+        browser.get(page)
+        answer = browser.post(page, headers={"Referer": page}, data={
+            "email": email, "password": password,
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
+    return answer.is_redirect

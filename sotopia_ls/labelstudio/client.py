@@ -7,11 +7,12 @@ names the SDK's client, so modules outside this folder type one without importin
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 from collections import Counter
 from urllib.parse import quote
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -297,26 +298,63 @@ def set_prefill(
 
 @dataclass(frozen=True)
 class InviteLinks:
-    """The organization's signup link and, for a project, the one that ends in its stream."""
+    """The organization's signup link and, for a project, the one that ends in its stream; the
+    login page, which for a project also ends there (for people who have an account)."""
 
     invite: str
+    login: str
     project_id: int | None = None
     stream: str = ""
 
 
-def invite_links(client: Client, url: str, project: str | int | None = None) -> InviteLinks:
+def address(client: Client) -> str:
+    """The server's address as ``client`` reaches it, without credentials or a trailing slash:
+    the start of every link a command prints, so that the link opens pasted into a browser."""
+    return redacted(client._client_wrapper.get_base_url()).rstrip("/")
+
+
+def invite_links(client: Client, project: str | int | None = None) -> InviteLinks:
     """The current invite link (Label Studio's own; opening the invite dialog in its UI makes
     a new one and voids this), and with ``project`` the link that signs a new annotator up
     and sends them to that project's label stream."""
     with sdk_errors("reading the invite link"):
         invite = client.organizations.invites.get_invite_link()
-    base = redacted(url).rstrip("/")
-    signup = f"{base}{invite.invite_url}"
+    signup = f"{address(client)}{invite.invite_url}"
+    login = f"{address(client)}/user/login/"
     if project is None:
-        return InviteLinks(signup)
+        return InviteLinks(signup, login)
     project_id = find_project(client, project).id
-    stream = f"/projects/{project_id}/data?labeling=1"
-    return InviteLinks(signup, project_id, f"{signup}&next={quote(stream, safe='/')}")
+    stream = quote(f"/projects/{project_id}/data?labeling=1", safe="/")
+    return InviteLinks(signup, f"{login}?next={stream}", project_id, f"{signup}&next={stream}")
+
+
+_FORM_ERROR = re.compile(r'<ul class="field_errors">\s*<li>(.*?)</li>', re.S)
+
+
+def add_annotators(client: Client, emails: Sequence[str], password: str) -> dict[str, bool]:
+    """An account for each of ``emails`` that logs in with ``password``, made as a person makes
+    one: through Label Studio's signup form with the invite link (an account made through the
+    API has no password). Returns ``email → made`` (False: it was there already)."""
+    keep_secret(password)
+    present = {email.lower() for email in annotator_emails(client).values()}
+    signup = invite_links(client).invite
+    made = {}
+    for email in dict.fromkeys(emails):  # each once, in order
+        made[email] = email.lower() not in present
+        if not made[email]:
+            continue
+        with httpx.Client(timeout=60) as browser, sdk_errors(f"signing up {email}"):
+            browser.get(signup).raise_for_status()
+            answer = browser.post(signup, headers={"Referer": signup}, data={
+                "email": email, "password": password,
+                "csrfmiddlewaretoken": browser.cookies.get("csrftoken", "")})
+        if not answer.is_redirect:
+            reasons = _FORM_ERROR.findall(answer.text) or [f"HTTP {answer.status_code}"]
+            raise LabelStudioError(f"{email}: Label Studio refused the account: "
+                                   + "; ".join(redacted(html.unescape(reason.strip()))
+                                              for reason in reasons))
+        present.add(email.lower())
+    return made
 
 
 def annotator_emails(client: Client) -> dict[int, str]:

@@ -60,8 +60,8 @@ class Report:
     def html(self) -> str:
         """The page: every section in order."""
         return document("".join(
-            section.render(self.results[section.name], needed_by(section, self.results), self,
-                           section.note)
+            section.render(self.results[section.name], needed_by(section, self.results),
+                           self.inputs, section.note)
             for section in self.sections))
 
     def write(self, out_dir: Path, *, raw_csv: bool = False) -> Path:

@@ -21,8 +21,10 @@ h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ccc}
 .table{border-collapse:collapse;font-size:.85rem}
 .table td,.table th{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:right}
 .table td{white-space:nowrap}.table td:has(.ci){white-space:normal}.table .ci{white-space:nowrap}
+.table td.long{white-space:normal;overflow-wrap:anywhere;min-width:12rem}
 .table th{background:#f4f4f4}.note{color:#555;font-size:.9rem}
 .flag{color:#a33;font-weight:600}img{max-width:100%}.scroll{overflow-x:auto}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(24rem,1fr));column-gap:2rem}
 """
 TITLE = "Sotopia human evaluation report"
 
@@ -41,6 +43,11 @@ def section(title: str, *parts: str) -> str:
     return f"<section><h2>{html.escape(title)}</h2>{''.join(parts)}</section>"
 
 
+def grid(*parts: str) -> str:
+    """``parts`` side by side, as many in a row as the window holds (small plots)."""
+    return f'<div class="grid">{"".join(parts)}</div>'
+
+
 def note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
@@ -57,14 +64,17 @@ def table(frame: pd.DataFrame) -> str:
 
 
 _INTERVAL = re.compile(r"\[(?:-?\d+\.\d+|–), (?:-?\d+\.\d+|–)\]")
+_LONG_TEXT = re.compile(r"<td>([^<]{40,})</td>")  # longer than a dimension's key
 
 
 def _narrow(rendered: str) -> str:
     """The table with places to wrap, so that it fits a laptop's window: after each ``_`` of a
-    column name (``pairs_<wbr>within_<wbr>2``), and before an interval, which stays whole on
-    the line below its estimate. The text itself is unchanged."""
+    column name (``pairs_<wbr>within_<wbr>2``), before an interval, which stays whole on
+    the line below its estimate, and anywhere in a long text (a source tag with no space). The
+    text itself is unchanged."""
     rendered = re.sub(r"<th>([^<]+)</th>",
                       lambda name: "<th>" + name[1].replace("_", "_<wbr>") + "</th>", rendered)
+    rendered = _LONG_TEXT.sub(r'<td class="long">\1</td>', rendered)
     return _INTERVAL.sub(lambda interval: f'<span class="ci">{interval[0]}</span>', rendered)
 
 

@@ -81,7 +81,8 @@ def alpha_chart(agreement: pd.DataFrame) -> Figure:
 
 
 def distribution_plot(long: pd.DataFrame, dimension: str) -> str:
-    """Scores given by each annotator on one dimension: dot area = number of ratings."""
+    """Scores given by each annotator on one dimension: dot area = number of ratings. Small
+    enough to stand three in a row on a laptop's window (the report sets them in a grid)."""
     dim = RUBRIC[dimension]
     scores = long[long["dimension"] == dimension]
     busiest = scores["annotator_id"].value_counts().index[:MAX_ANNOTATORS_PLOTTED]
@@ -90,25 +91,26 @@ def distribution_plot(long: pd.DataFrame, dimension: str) -> str:
         .groupby(["annotator_id", "score"]).size().reset_index(name="n")
     )
     order = {name: i for i, name in enumerate(sorted(busiest))}
-    figure, axis = pyplot().subplots(figsize=(7, 0.28 * max(len(order), 4) + 1.2))
+    figure, axis = pyplot().subplots(figsize=(4.2, 0.2 * max(len(order), 4) + 1))
     axis.scatter(counts["score"], counts["annotator_id"].map(order), s=counts["n"] * 40,
                  alpha=0.7, color="#3b6ea8")
     axis.set_yticks(range(len(order)), list(order), fontsize=7)
     axis.set_xticks(dim.values)
+    axis.tick_params(axis="x", labelsize=8)
     axis.set_xlim(dim.range_low - 0.5, dim.range_high + 0.5)
     axis.set_ylim(-0.7, len(order) - 0.3)
-    axis.set_xlabel(f"{dim.label} score ({dim.range_text})")
+    axis.set_xlabel(f"{dim.label} score ({dim.range_text})", fontsize=9)
     axis.grid(axis="x", alpha=0.3)
     return png(figure)
 
 
-def scatter_plot(paired: pd.DataFrame) -> str:
+def scatter_chart(paired: pd.DataFrame) -> Figure:
     """Human (annotator mean) against model score, one panel per dimension and overall, one
-    colour per judge."""
+    colour per judge; the judges' legend sits above the panels, clear of every tick label."""
     panels = [*RUBRIC.keys, OVERALL]
     rows = -(-len(panels) // PANELS_PER_ROW)
     figure, axes = pyplot().subplots(rows, PANELS_PER_ROW, figsize=(13, 3.25 * rows),
-                                     squeeze=False)
+                                     squeeze=False, layout="constrained")
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
     for axis, dimension in zip(axes.flat, panels):
@@ -130,6 +132,6 @@ def scatter_plot(paired: pd.DataFrame) -> str:
         axis.set_ylabel("human mean", fontsize=8)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if len(labels) > 1:
-        figure.legend(handles, labels, loc="lower right", fontsize=8, title="judge")
-    figure.tight_layout()
-    return png(figure)
+        figure.legend(handles, labels, loc="outside upper center", ncols=len(labels),
+                      fontsize=8, title="judge")
+    return figure

@@ -9,7 +9,7 @@ import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -31,13 +31,9 @@ from ..statistics.comparison import (
 from ..statistics.gwet import gwet_table
 from ..statistics.sotopia_pi import PI_COLUMNS
 from ..text import counted
-from .page import FLAG, estimate, note, number, section, shown, table
-from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
+from .page import FLAG, estimate, grid, note, number, section, shown, table
+from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_chart
 from .time_on_task import time_on_task_table
-
-if TYPE_CHECKING:
-    from .build import Report
-
 
 @dataclass(frozen=True)
 class Inputs:
@@ -68,7 +64,7 @@ class Section:
     """One part of the report.
 
     ``needs`` names the earlier sections whose results it reads: ``compute(inputs, needed)``
-    and ``render(result, needed, report, note)`` get those results, and only those, in
+    and ``render(result, needed, inputs, note)`` get those results, and only those, in
     ``needed`` (by name). What compute returns is the section's result, ``report.<name>``.
     With ``table``, a result that is a DataFrame is written as ``<name>.csv`` (a result of None
     writes nothing). render's return is the section's HTML, "" for none.
@@ -76,7 +72,7 @@ class Section:
 
     name: str
     compute: Callable[[Inputs, Results], Any]
-    render: Callable[[Any, Results, Report, str], str]
+    render: Callable[[Any, Results, Inputs, str], str]
     note: str = ""
     table: bool = True
     needs: tuple[str, ...] = ()
@@ -105,7 +101,7 @@ def earlier(name: str) -> Callable[[Inputs, Results], Any]:
     return lambda inputs, needed: needed[name]
 
 
-def shown_nowhere(result: Any, needed: Results, report: Report, note: str) -> str:
+def shown_nowhere(result: Any, needed: Results, inputs: Inputs, note: str) -> str:
     """For a section whose result another section shows."""
     return ""
 
@@ -117,21 +113,34 @@ FLAGGED_COLUMNS = ("alpha", "icc1", "icc1k", "pairs_exact", "pairs_within_2",
                    "randolph_kappa_rubric_binary", *PI_COLUMNS[1:])
 BREAKDOWN_SHOWN = ["group", "dimension", "units", "ratings", "alpha", "icc1", "icc1k",
                    "pairs_exact", "pairs_within_2", "randolph_kappa_rubric_binary"]
+# The fewest episodes a reliability study should rate (Koo & Li 2016, J. Chiropr. Med. 15:155,
+# ask for at least 30 heterogeneous samples for an ICC); below it the report warns.
+FEW_EPISODES = 30
 BREAKDOWNS = (("model pair", "Agreement by model pair",
                "model pair (the episodes' source tag, else their models)"),
               ("agent", "Agreement by agent position", "agent position"))
 
 
-def bootstrap_note(report: Report) -> str:
-    resampling = report.inputs.bootstrap
+def bootstrap_note(inputs: Inputs) -> str:
+    resampling = inputs.bootstrap
     if resampling.resamples <= 0:
         return note("No bootstrap intervals were drawn (--bootstrap 0).")
-    return note(
+    return small_sample_warning(inputs.units["episode_id"].nunique()) + note(
         f"[low, high]: {resampling.level:.0%} percentile bootstrap intervals from "
-        f"{resampling.resamples} resamples of the {report.inputs.units['episode_id'].nunique()} "
+        f"{resampling.resamples} resamples of the {inputs.units['episode_id'].nunique()} "
         f"episodes (both agents of an episode move together), seed {resampling.seed}; "
         f"--bootstrap {resampling.resamples} --seed {resampling.seed} reproduces them."
     )
+
+
+def small_sample_warning(episodes: int) -> str:
+    """A warning above intervals drawn from fewer episodes than a reliability study needs."""
+    if episodes >= FEW_EPISODES:
+        return ""
+    return (f'<p class="flag">{FLAG} Only {counted(episodes, "episode")} with two raters or '
+            f"more: with fewer than {FEW_EPISODES}, these figures and their intervals are "
+            "unstable (an ICC's interval can reach far below 0, where no reliability lies): "
+            "read them as a pilot's, not as the study's result.</p>")
 
 
 def _flag_note(agreement: pd.DataFrame) -> str:
@@ -143,16 +152,16 @@ def _flag_note(agreement: pd.DataFrame) -> str:
             f'nothing to disagree about: {html.escape(", ".join(flagged))}</p>')
 
 
-def _annotations(tally: Tally, needed: Results, report: Report, _: str) -> str:
+def _annotations(tally: Tally, needed: Results, inputs: Inputs, _: str) -> str:
     return section(
         "Annotations",
         note(tally.reconciliation() + (" ✔" if tally.balanced else " ✘ does not add up")),
         note(f"{tally.tasks} tasks; {tally.duplicates} duplicate annotations (same annotator, "
              f"same task) refused; {tally.drafts} unsubmitted drafts ignored; "
              f"{tally.ground_truth} ground-truth annotations used as reference."),
-        _gold_note(report.inputs.long),
-        _added_slot_note(report.inputs.long),
-        note(report.inputs.scores),
+        _gold_note(inputs.long),
+        _added_slot_note(inputs.long),
+        note(inputs.scores),
     )
 
 
@@ -181,7 +190,7 @@ def _added_slot_note(long: pd.DataFrame) -> str:
                 "the added_slot column); they count in agreement like every other rating.")
 
 
-def _audit(audit: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _audit(audit: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     counts = audit["kind"].value_counts() if len(audit) else pd.Series(dtype=int)
     lines = ", ".join(f"{kind.replace('_', ' ')}: {int(counts.get(kind, 0))}"
                       for kind in AUDIT_KINDS)
@@ -189,10 +198,10 @@ def _audit(audit: pd.DataFrame, needed: Results, report: Report, text: str) -> s
     return section("Study integrity", note(text), note(lines), table(first) if len(first) else "")
 
 
-def _review(decided: pd.DataFrame | None, needed: Results, report: Report, text: str) -> str:
+def _review(decided: pd.DataFrame | None, needed: Results, inputs: Inputs, text: str) -> str:
     if decided is None:  # no annotation carries a decision: nothing to show
         return ""
-    excluded = report.inputs.tally.excluded
+    excluded = inputs.tally.excluded
     marked = int(decided.loc[decided["decision"] == REJECT, "annotations"].sum())
     if excluded:
         said = (f"{counted(excluded, 'annotation')} marked reject left out of every table and "
@@ -205,17 +214,17 @@ def _review(decided: pd.DataFrame | None, needed: Results, report: Report, text:
     return section("Review decisions", note(text), note(said) if said else "", table(decided))
 
 
-def _agreement(agreement: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _agreement(agreement: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     columns = [c for c in agreement.columns if not c.endswith(("_ci_low", "_ci_high"))
                and not c.startswith(("pi_", "bootstrap_"))]
     return section(
-        "Agreement per dimension", note(text), bootstrap_note(report),
+        "Agreement per dimension", note(text), bootstrap_note(inputs),
         png(alpha_chart(agreement), ALPHA_CHART_ALT),
         table(shown(agreement, columns, FLAGGED_COLUMNS)), _flag_note(agreement),
     )
 
 
-def _breakdown(breakdown: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _breakdown(breakdown: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     return "".join(
         section(title, note(text.format(what=what)),
                 table(shown(breakdown[breakdown["breakdown"] == name], BREAKDOWN_SHOWN,
@@ -232,13 +241,13 @@ def _pi_view(inputs: Inputs, needed: Results) -> pd.DataFrame:
     )
 
 
-def _sotopia_pi(pi: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _sotopia_pi(pi: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     return section("Comparable with Sotopia-π", note(text), table(shown(
         pi, ["dimension", "units", "ratings", "rubric_max_abs", *PI_COLUMNS], FLAGGED_COLUMNS)))
 
 
-def _gwet(coefficients: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
-    return section("Gwet's AC1 and AC2", note(text), bootstrap_note(report), table(shown(
+def _gwet(coefficients: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
+    return section("Gwet's AC1 and AC2", note(text), bootstrap_note(inputs), table(shown(
         coefficients, ["dimension", "units", "ratings", "categories", "ac1", "ac2"])))
 
 
@@ -258,22 +267,22 @@ def _coverage_note(coverage: pd.DataFrame, paired: pd.DataFrame, long: pd.DataFr
     )
 
 
-def _human_vs_model(comparison: pd.DataFrame, needed: Results, report: Report,
+def _human_vs_model(comparison: pd.DataFrame, needed: Results, inputs: Inputs,
                     text: str) -> str:
     paired = needed["paired"]
-    coverage = _coverage_note(needed["model_coverage"], paired, report.inputs.long)
+    coverage = _coverage_note(needed["model_coverage"], paired, inputs.long)
     if paired.empty:
         return section("Human vs model", coverage, note(
             "No rated episode in this export has a model evaluation to compare with."))
     return section(
-        "Human vs model", coverage, note(text), bootstrap_note(report),
+        "Human vs model", coverage, note(text), bootstrap_note(inputs),
         table(shown(comparison, ["evaluator", "dimension", "n", "pearson", "pearson_p",
                                  "spearman", "spearman_p", "mse", "bias"])),
-        scatter_plot(paired),
+        png(scatter_chart(paired)),
     )
 
 
-def _noise(noise: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _noise(noise: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     if needed["paired"].empty:  # no model evaluation: the section above says so
         return ""
     return section("Model against the spread between humans", note(text), table(shown(
@@ -282,18 +291,18 @@ def _noise(noise: pd.DataFrame, needed: Results, report: Report, text: str) -> s
                 "verdict"])))
 
 
-def _qualification(passed: pd.DataFrame | None, needed: Results, report: Report, text: str) -> str:
+def _qualification(passed: pd.DataFrame | None, needed: Results, inputs: Inputs, text: str) -> str:
     if passed is None:
         return section("Qualification", note(
             "No reference ratings (ground-truth annotations or a reference file) were given."))
     return section("Qualification", note(text), table(passed))
 
 
-def _annotators(annotators: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _annotators(annotators: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     return section("Annotators", table(annotators))
 
 
-def _time_on_task(times: pd.DataFrame | None, needed: Results, report: Report,
+def _time_on_task(times: pd.DataFrame | None, needed: Results, inputs: Inputs,
                   text: str) -> str:
     if times is None:
         return section("Time on task", note(NO_TIME_ON_TASK_NOTE))
@@ -313,14 +322,14 @@ def _dimension_summary(row: pd.Series) -> str:
     return summary
 
 
-def _distributions(agreement: pd.DataFrame, needed: Results, report: Report, text: str) -> str:
+def _distributions(agreement: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
     rows = agreement.set_index("dimension")
-    return "".join(
+    return grid(*(
         section(f"{dimension.label} ({dimension.range_text})",
                 note(_dimension_summary(rows.loc[dimension.key])),
-                distribution_plot(report.inputs.long, dimension.key))
+                distribution_plot(inputs.long, dimension.key))
         for dimension in RUBRIC.dimensions
-    )
+    ))
 
 
 # --- the notes -------------------------------------------------------------------------------
