@@ -98,14 +98,14 @@ class Plan:
     screened_out: int = 0  # a qualification round's screen-outs: nothing to send
 
     def lines(self) -> list[str]:
-        """The plan, one line per action, as ``study pay`` prints it."""
+        """The plan as ``study pay`` prints it: the counts, each action's lines in the order
+        of ``ACTIONS``, then what is not sent (waiting, screened out, conflicts)."""
         requests = -(-len(self.approvals) // BULK_APPROVE_LIMIT)
         out = [(f"study {self.study}: {len(self.approvals)} to approve (in {requests} "
                 f"bulk-approve request(s)), {len(self.rejections)} to reject, "
                 f"{len(self.waiting)} waiting for your decision, {len(self.conflicts)} "
                 f"conflict(s), {len(self.sent)} sent before")]
-        out += [f"approve  {d.subject}" for d in self.approvals]
-        out += [f"reject   {d.subject} {d.category}: {d.message}" for d in self.rejections]
+        out += [line for action in ACTIONS for line in action.planned(self)]
         out += [f"look     {d.subject}: waiting for you; write approve or reject in the review "
                 "file" for d in self.waiting]
         if self.screened_out:
@@ -114,13 +114,6 @@ class Plan:
         out += [f"conflict {d.subject}: {_SENT[d.sent or '']} on Prolific already, now "
                 f"{d.decision!r} in the review; not sent (Prolific cannot undo a status change)"
                 for d in self.conflicts]
-        group = self.group
-        if group and group.new_members:
-            where = (f"participant group {group.group_id}" if group.group_id
-                     else f"a new participant group {group.name!r} in workspace "
-                     + (group.workspace_id or "? (give --workspace ID to send it)"))
-            out.append(f"group    add {len(group.new_members)} passer(s) of {group.qualification}"
-                       f" to {where}: " + ", ".join(group.new_members))
         return out
 
 
@@ -209,9 +202,8 @@ class Sent:
     stopped: bool = False  # Prolific unavailable: what came after the failure was not tried
 
     def lines(self) -> list[str]:
-        out = [f"sent: {len(self.approved)} approved, {len(self.rejected)} rejected"
-               + (f", {len(self.added)} added to participant group {self.group_id}"
-                  if self.added else "")]
+        done = [told for action in ACTIONS if (told := action.sent(self))]
+        out = ["sent: " + ", ".join(done)]
         out += [f"failed: {failure}" for failure in self.failures]
         if self.stopped:
             out.append("stopped: Prolific is unavailable; run the same command again later, "
@@ -219,25 +211,27 @@ class Sent:
         return out
 
 
+# One request to Prolific and what its failure adds to Prolific's message.
+Step = tuple[Callable[[], None], str]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One kind of change ``study pay`` makes on Prolific: its lines in the plan, the steps
+    that send it (each recorded as soon as Prolific accepted it), and what a run sent of it
+    (None: nothing to say). ``send_plan`` runs ``ACTIONS`` in order, knowing none of them."""
+
+    planned: Callable[[Plan], list[str]]
+    steps: Callable[[Engine, Prolific, Plan, Sent], list[Step]]
+    sent: Callable[[Sent], str | None]
+
+
 def send_plan(engine: Engine, prolific: Prolific, plan: Plan) -> Sent:
-    """Send ``plan``: approvals, then rejections, then the group; each action is recorded as
-    soon as Prolific accepted it. A refusal is noted and the rest still sent; Prolific
-    unavailable after its retries stops the run."""
-    group = plan.group
-    if group and group.new_members and group.group_id is None and not group.workspace_id:
-        raise StudyError(f"study {plan.study}: making the participant group {group.name!r} "
-                         "needs the Prolific workspace it belongs in: give --workspace ID "
-                         "(the id in the address of the workspace's page on Prolific)")
-    sent = Sent(group_id=group.group_id if group else None)
-    # Each step with what its failure adds to Prolific's message (which names the submission).
-    steps: list[tuple[Callable[[], None], str]] = [
-        *((partial(_approve, engine, prolific, chunk, sent), "")
-          for chunk in _chunks(plan.approvals)),
-        *((partial(_reject, engine, prolific, d, sent), f" (participant {d.participant_id})")
-          for d in plan.rejections),
-    ]
-    if group and group.new_members:
-        steps.append((partial(_extend_group, engine, prolific, group, sent), ""))
+    """Send ``plan``, action by action (``ACTIONS``); every step is made before the first is
+    sent, so a plan that cannot be sent sends nothing. A refusal is noted and the rest still
+    sent; Prolific unavailable after its retries stops the run."""
+    sent = Sent(group_id=plan.group.group_id if plan.group else None)
+    steps = [step for action in ACTIONS for step in action.steps(engine, prolific, plan, sent)]
     for step, who in steps:
         try:
             step()
@@ -248,6 +242,38 @@ def send_plan(engine: Engine, prolific: Prolific, plan: Plan) -> Sent:
         except ProlificError as exc:
             sent.failures.append(f"{exc}{who}")
     return sent
+
+
+def _approvals(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    return [(partial(_approve, engine, prolific, chunk, sent), "")
+            for chunk in _chunks(plan.approvals)]
+
+
+def _rejections(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    return [(partial(_reject, engine, prolific, d, sent), f" (participant {d.participant_id})")
+            for d in plan.rejections]
+
+
+def _group_steps(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    group = plan.group
+    if not (group and group.new_members):
+        return []
+    if group.group_id is None and not group.workspace_id:
+        raise StudyError(f"study {plan.study}: making the participant group {group.name!r} "
+                         "needs the Prolific workspace it belongs in: give --workspace ID "
+                         "(the id in the address of the workspace's page on Prolific)")
+    return [(partial(_extend_group, engine, prolific, group, sent), "")]
+
+
+def _group_lines(plan: Plan) -> list[str]:
+    group = plan.group
+    if not (group and group.new_members):
+        return []
+    where = (f"participant group {group.group_id}" if group.group_id
+             else f"a new participant group {group.name!r} in workspace "
+             + (group.workspace_id or "? (give --workspace ID to send it)"))
+    return [f"group    add {len(group.new_members)} passer(s) of {group.qualification} to "
+            f"{where}: " + ", ".join(group.new_members)]
 
 
 def _chunks(approvals: Sequence[SubmissionDecision]) -> list[Sequence[SubmissionDecision]]:
@@ -315,6 +341,20 @@ def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, sent: Se
                 "qualification": group.qualification, "external_id": member,
                 "added_at": now()})
     sent.added.extend(members)
+
+
+# What ``study pay`` sends, in this order: approvals first (they pay), then rejections, then a
+# qualification round's passers as a participant group.
+ACTIONS: tuple[Action, ...] = (
+    Action(planned=lambda plan: [f"approve  {d.subject}" for d in plan.approvals],
+           steps=_approvals, sent=lambda sent: f"{len(sent.approved)} approved"),
+    Action(planned=lambda plan: [f"reject   {d.subject} {d.category}: {d.message}"
+                                 for d in plan.rejections],
+           steps=_rejections, sent=lambda sent: f"{len(sent.rejected)} rejected"),
+    Action(planned=_group_lines, steps=_group_steps,
+           sent=lambda sent: f"{len(sent.added)} added to participant group {sent.group_id}"
+           if sent.added else None),
+)
 
 
 def write_prolific_files(plan: Plan, folder: Path) -> list[Path]:
