@@ -30,6 +30,7 @@ class StandIn(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.script: dict[str, list[tuple[Any, ...]]] = {}
         self.groups: list[dict[str, Any]] = []  # the participant groups made, as listed
+        self.studies: list[dict[str, Any]] = []  # the draft studies made, as Prolific keeps them
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out has hung up before the (delayed) answer: no traceback.
@@ -51,6 +52,13 @@ class StandIn(ThreadingHTTPServer):
             return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
         if parts == ["submissions", "bulk-approve"]:
             return 200, {}
+        if parts == ["studies"] and method == "POST":
+            made = {**body, "id": f"{len(self.studies) + 1:024x}", "status": "UNPUBLISHED"}
+            self.studies.append(made)
+            return 201, made
+        if parts[:1] == ["projects"] and parts[2:] == ["studies"]:
+            return 200, {"results": [study for study in self.studies
+                                     if study.get("project") == parts[1]], "_links": {}}
         if parts == ["participant-groups"] and method == "POST":
             made = {"id": f"group-{len(self.groups) + 1}", "name": body["name"],
                     "workspace_id": body["workspace_id"], "participant_count": 0,

@@ -58,6 +58,17 @@ def _database_option(command: Any) -> Any:
     )(command)
 
 
+def _prolific_options(command: Any) -> Any:
+    """``--prolific-token`` (from the environment) and ``--prolific-url``."""
+    command = click.option(
+        "--prolific-url", "api_url", default=API_URL, show_default=True,
+        help="Prolific's API address (https; http only on this machine).")(command)
+    return click.option(
+        "--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
+        help="Prolific API token, for --send. Never printed. Safer in the environment "
+        "variable: a command line shows in the process list and the shell's history.")(command)
+
+
 @click.group("study")
 def study_command() -> None:
     """Run a blind crowd study: a participant gateway between Prolific and Label Studio.
@@ -506,11 +517,7 @@ def decide_command(edited: Path, study_path: Path, database: str | None, url: st
 @click.option("--group-name",
               help="The name of that participant group [default: '<study>: passed the "
               "qualification'].")
-@click.option("--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
-              help="Prolific API token, for --send. Never printed. Safer in the environment "
-              "variable: a command line shows in the process list and the shell's history.")
-@click.option("--prolific-url", "api_url", default=API_URL, show_default=True,
-              help="Prolific's API address (https; http only on this machine).")
+@_prolific_options
 def pay_command(study_path: Path, database: str | None, send: bool, files_dir: Path | None,
                 workspace_id: str | None, group_name: str | None, token: str | None,
                 api_url: str) -> None:
@@ -547,6 +554,61 @@ def pay_command(study_path: Path, database: str | None, send: bool, files_dir: P
         raise click.ClickException(f"{len(done.sent.failures)} action(s) failed (above); run "
                                    "the same command again once fixed: it sends only what is "
                                    "left")
+
+
+@study_command.command("publish")
+@_study_option
+@_database_option
+@click.option("--prolific-project", "project_id", required=True,
+              help="The Prolific project the study is made in (the id in the address of the "
+              "project's page on Prolific).")
+@click.option("--gateway", "gateway_url", required=True,
+              help="The gateway's public https address, e.g. https://rate.example.org.")
+@click.option("--minutes", type=click.IntRange(1, 600),
+              help="Prolific's estimated completion time, in minutes [default: the --pilot's "
+              "median minutes per visit].")
+@click.option("--pilot", "pilot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A pilot's study file: its measured median minutes per visit estimate the "
+              "time.")
+@click.option("--places", type=click.IntRange(1),
+              help="Places on Prolific [default: episodes × k ÷ m, rounded up].")
+@click.option("--send", is_flag=True, help="Create the draft (needs a Prolific API token); its "
+              "id is written into the study file, so a rerun creates nothing.")
+@_prolific_options
+def publish_command(study_path: Path, database: str | None, project_id: str, gateway_url: str,
+                    minutes: int | None, pilot_path: Path | None, places: int | None,
+                    send: bool, token: str | None, api_url: str) -> None:
+    """Create the study on Prolific as a draft, from the study file: a dry run unless --send.
+
+    The draft holds the gateway's link with Prolific's three placeholders, every code of the
+    study file with its type and action, a main study's filter on its qualification round's
+    participant group, the places, the estimated minutes and the reward (warning under
+    Prolific's minimum pay). Publish the draft on Prolific once checked.
+
+    Example:
+
+        sotopia-ls study publish --prolific-project 6530aa0f... --gateway https://rate.example.org --minutes 12
+
+        PROLIFIC_TOKEN=... sotopia-ls study publish --prolific-project 6530aa0f... --gateway https://rate.example.org --pilot pilot.json --send
+    """
+    serve, _, store = _web_stack()
+    from .payment.hourly import hourly_pay
+    from .payment.prolific import Prolific
+    from .payment.publish import publish_study
+
+    if not gateway_url.startswith("https://"):
+        raise click.UsageError("--gateway must be the gateway's public https:// address")
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        pilot = read_study(pilot_path) if pilot_path else None
+        measured = hourly_pay(store.open_store(pilot.database), pilot) if pilot else None
+        done = publish_study(
+            engine, study, study_path, study_url=serve.participant_link(study, gateway_url),
+            project_id=project_id, send=send, minutes=minutes, pilot=measured, places=places,
+            prolific=Prolific(token, base_url=api_url) if token else None)
+    for line in done.lines():
+        click.echo(line)
 
 
 @study_command.command("fetch-editor")

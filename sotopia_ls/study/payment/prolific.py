@@ -1,5 +1,5 @@
-"""Prolific's API: the calls a study's review makes (approve, reject, bulk-approve, list a
-study's submissions, participant groups for a qualification round).
+"""Prolific's API: the calls a study makes (create its draft, approve, reject, bulk-approve,
+list a study's submissions, participant groups for a qualification round, bonuses).
 
 Requests follow the package's HTTP rules (``sotopia_ls.remote``); the token goes into the
 ``Authorization`` header only and is cut out of every message. What Prolific expects of each
@@ -100,6 +100,14 @@ class ParticipantGroup(_Wire):
 class _ListedGroup(ParticipantGroup):
     workspace_id: str | None = None
     is_deleted: bool | None = None
+
+
+class DraftStudy(_Wire):
+    """A study as Prolific answers it (``create_study``, ``project_studies``)."""
+
+    id: str
+    status: str | None = None
+    internal_name: str | None = None
 
 
 class _Membership(_Wire):
@@ -215,6 +223,19 @@ class Prolific:
         pages = self._pages(_path("participant-groups", group_id, "participants"), subject, action)
         return [_parsed(_Membership, item, f"{action} {subject}").participant_id
                 for item in pages]
+
+    def create_study(self, body: dict[str, Any]) -> DraftStudy:
+        """A draft study made of ``body`` (Prolific's fields); sent once, never again after a
+        failure (a lost answer may hide a study made: ``project_studies`` finds it)."""
+        subject = f"study {body.get('internal_name')!r}"
+        return _parsed(DraftStudy, self._send("POST", "studies/", subject, "create", body,
+                                              once=True), f"create {subject}")
+
+    def project_studies(self, project_id: str) -> list[DraftStudy]:
+        """The studies of a Prolific project, all pages."""
+        action, subject = "list the studies of", f"project {project_id}"
+        return [_parsed(DraftStudy, item, f"{action} {subject}") for item in self._pages(
+            _path("projects", project_id, "studies"), subject, action)]
 
     def _pages(self, path: str, subject: str, action: str) -> Iterator[dict[str, Any]]:
         url: str | None = self.base_url + path
