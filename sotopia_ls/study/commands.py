@@ -7,17 +7,18 @@ SQLAlchemy) comes with the ``study`` extra and is imported only when a command n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, get_args
 
 import click
 from click.core import ParameterSource
 
-from ..errors import redacted
+from ..errors import keep_secret, redacted
 from ..extras import require_extra
 from ..options import failures_as_messages, server_options
 from .serving.editor import EDITOR_DIR_ENV, PINNED, fetch_editor
-from .payment.prolific import API_URL, RETRIES, TOKEN_VARIABLE
+from .payment.prolific import API_URL, HOOK_PATH, HOOK_SECRET_ENV, RETRIES, TOKEN_VARIABLE
 from .states import AssignmentState
 from .settings import (
     DATABASE_ENV,
@@ -217,9 +218,14 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
 @click.option("--public", is_flag=True,
               help="Listen on a public address, behind an HTTPS reverse proxy: session cookies "
               "are then sent over HTTPS only.")
+@click.option("--prolific-hook-secret", "hook_secret", envvar=HOOK_SECRET_ENV,
+              show_envvar=True,
+              help="Your Prolific workspace's webhook secret: the gateway then takes Prolific's "
+              f"signed calls at {HOOK_PATH} (README.md, \"Following submissions\"). Never "
+              "printed; safer in the environment variable.")
 @server_options
 def serve_command(study_path: Path, database: str | None, host: str, port: int, public: bool,
-                  url: str | None, api_key: str | None) -> None:
+                  hook_secret: str | None, url: str | None, api_key: str | None) -> None:
     """Run the participant gateway (uvicorn; stop with Ctrl-C).
 
     Needs the session key in the environment variable the study file names
@@ -247,7 +253,11 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
                    + serve.participant_link(study, f"http://{host}:{port}"))
         click.echo(serve.dashboard_notice(study, f"http://{host}:{port}"))
         click.echo(serve.editor_notice(client))
-        serve.serve_study(study, client, database=database, host=host, port=port, public=public)
+        if hook_secret:
+            keep_secret(hook_secret)
+            click.echo(f"Prolific's webhook: {HOOK_PATH}")
+        serve.serve_study(study, client, database=database, host=host, port=port, public=public,
+                          hook_secret=hook_secret)
 
 
 @study_command.command("sync")
@@ -609,6 +619,40 @@ def publish_command(study_path: Path, database: str | None, project_id: str, gat
             prolific=Prolific(token, base_url=api_url) if token else None)
     for line in done.lines():
         click.echo(line)
+
+
+@study_command.command("follow")
+@_study_option
+@_database_option
+@click.option("--every", type=click.FloatRange(min=5), metavar="SECONDS",
+              help="Poll again every SECONDS until stopped (Ctrl-C) [default: once].")
+@_prolific_options
+def follow_command(study_path: Path, database: str | None, every: float | None,
+                   token: str | None, api_url: str) -> None:
+    """Read each submission's status from Prolific, for a gateway Prolific's webhook cannot reach.
+
+    A submission returned or timed out frees its participant's episodes at once, for the next
+    participant; `study status` and the review show each status. A gateway with a public
+    address takes Prolific's webhook calls instead (`study serve --prolific-hook-secret`).
+
+    Example:
+
+        PROLIFIC_TOKEN=... sotopia-ls study follow --study study.json --every 30
+    """
+    _, _, store = _web_stack()
+    from .payment.follow import poll_submissions
+    from .payment.prolific import Prolific
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        prolific = Prolific.from_environment(token, base_url=api_url)
+        while True:
+            counts = poll_submissions(engine, study, prolific)
+            click.echo(f"study {study.name}: on Prolific: {_by_kind(counts)}")
+            if every is None:
+                return
+            time.sleep(every)
 
 
 @study_command.command("fetch-editor")

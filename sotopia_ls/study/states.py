@@ -37,6 +37,21 @@ class Outcome(StrEnum):
     SCREENED_OUT = "screened_out"
 
 
+class SubmissionStatus(StrEnum):
+    """A submission's status on Prolific (``prolific_statuses.status``), as its API spells it;
+    one it adds later is kept as Prolific spelled it."""
+
+    ACTIVE = "ACTIVE"
+    AWAITING_REVIEW = "AWAITING REVIEW"
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+    RETURNED = "RETURNED"
+    TIMED_OUT = "TIMED-OUT"
+    SCREENED_OUT = "SCREENED-OUT"
+
+
+# Submissions whose participant left the study on Prolific: their visit's leases are freed.
+LEFT_PROLIFIC = (SubmissionStatus.RETURNED, SubmissionStatus.TIMED_OUT)
 # Every state of a rating the participant submitted, whether or not it fills a slot or reaches
 # Label Studio: what a visit has rated.
 SUBMITTED = (AssignmentState.SAVING, AssignmentState.SAVED, AssignmentState.SURPLUS,

@@ -232,6 +232,23 @@ prolific_actions = Table(
     _time("sent_at", nullable=False),
 )
 
+# Each submission's last status on Prolific (a ``SubmissionStatus``), from its signed webhook
+# calls or from polling the study's submissions. A table of its own, so that databases made
+# before it get it too.
+prolific_statuses = Table(
+    "prolific_statuses", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("status", String(32), nullable=False),
+    _time("changed_at", nullable=False),
+)
+
+# The signature of every webhook call taken: the same call again is a replay, refused.
+prolific_hooks = Table(
+    "prolific_hooks", metadata,
+    Column("signature", String(64), primary_key=True),
+    _time("received_at", nullable=False),
+)
+
 # A qualification round's allow-list as a participant group on Prolific, made once.
 prolific_groups = Table(
     "prolific_groups", metadata,

@@ -8,6 +8,9 @@ call, and the exception tree, are in docs/gateway.md, "Prolific's API".
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -37,6 +40,14 @@ RETRIES = 3
 _MOST_PAGES = 1000
 _REASON_LENGTH = 300
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# Prolific's webhook calls (``follow``): where the gateway takes them, and how they are signed.
+HOOK_PATH = "/prolific/hook"
+HOOK_SECRET_ENV = "SOTOPIA_LS_PROLIFIC_HOOK_SECRET"
+# A call whose timestamp is further than this from the gateway's clock is refused (seconds).
+HOOK_TOLERANCE = 300
+SIGNATURE_HEADER = "X-Prolific-Request-Signature"
+TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
+SUBMISSION_EVENT = "submission.status.change"
 
 
 class ProlificError(SotopiaLSError):
@@ -350,3 +361,9 @@ def _invalid_rejection(exc: ValidationError) -> str:
             reasons.append(f"rejection category {error['input']!r} is none of Prolific's ("
                            + ", ".join(REJECTION_CATEGORIES) + ")")
     return "; ".join(reasons)
+
+
+def hook_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """Prolific's signature of a call: base64 of HMAC-SHA256(secret, timestamp + body)."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()

@@ -38,6 +38,7 @@ from ..store import (
     insert_of,
     now,
     participants,
+    prolific_statuses,
     visits,
 )
 from .flags import (
@@ -67,7 +68,7 @@ EDITABLE = ("decision", "message", "category")
 
 def columns(flags: Sequence[Flag] = FLAGS) -> tuple[str, ...]:
     """The review file's columns, two for each flag of ``flags``."""
-    return (*IDENTITY, "outcome", "episodes", "gold_episodes", "minutes", "median_minutes",
+    return (*IDENTITY, "outcome", "prolific_status", "episodes", "gold_episodes", "minutes", "median_minutes",
             *(f"{flag.name}.{count}" for flag in flags for count in ("fired", "judged")),
             "gold_distance", "qualification", "suggested", "rule", "details", *EDITABLE)
 
@@ -324,13 +325,13 @@ def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
 
 
 def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
-         flags: Sequence[Flag]) -> dict[str, Any]:
+         flags: Sequence[Flag], status: str) -> dict[str, Any]:
     rule = suggestion(visit)
     minutes, median = _minutes([r.seconds for r in visit.rated if r.seconds is not None])
     distances = [r.distance for r in visit.rated if r.distance is not None]
     row: dict[str, Any] = {
         "participant": visit.participant, "submission": visit.submission,
-        "outcome": visit.outcome,
+        "outcome": visit.outcome, "prolific_status": status,
         "episodes": sum(not r.gold for r in visit.rated),
         "gold_episodes": sum(r.gold for r in visit.rated),
         "minutes": minutes, "median_minutes": median,
@@ -354,14 +355,20 @@ def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
 def review_rows(engine: Engine, study: StudyFile,
                 flags: Sequence[Flag] = FLAGS) -> pd.DataFrame:
     """One row per visit of ``study`` (``columns(flags)``), its editable columns filled with
-    the decision recorded before, else the suggestion."""
+    the decision recorded before, else the suggestion; ``prolific_status`` is the submission's
+    last status on Prolific, as followed (``payment/follow.py``; blank: none known)."""
     found = read_visits(engine, study, flags)
+    ids = [v.id for v in found]
     with engine.connect() as conn:
         recorded = {row.visit_id: row for row in conn.execute(
-            select(decisions).where(decisions.c.visit_id.in_([v.id for v in found])))}
+            select(decisions).where(decisions.c.visit_id.in_(ids)))}
+        statuses = dict(conn.execute(select(prolific_statuses.c.visit_id,
+                                            prolific_statuses.c.status)
+                                     .where(prolific_statuses.c.visit_id.in_(ids))).all())
     judged = thresholds(study)
-    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id), flags)
-                          for visit in found], columns=list(columns(flags)))
+    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id), flags,
+                               statuses.get(visit.id, "")) for visit in found],
+                         columns=list(columns(flags)))
     return frame.astype({"gold_distance": "Int64"})
 
 
