@@ -31,6 +31,7 @@ class StandIn(ThreadingHTTPServer):
         self.script: dict[str, list[tuple[Any, ...]]] = {}
         self.groups: list[dict[str, Any]] = []  # the participant groups made, as listed
         self.studies: list[dict[str, Any]] = []  # the draft studies made, as Prolific keeps them
+        self.bonuses: list[dict[str, Any]] = []  # the bulk bonuses set up, "paid" once paid
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out has hung up before the (delayed) answer: no traceback.
@@ -52,6 +53,19 @@ class StandIn(ThreadingHTTPServer):
             return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
         if parts == ["submissions", "bulk-approve"]:
             return 200, {}
+        if parts == ["submissions", "bonus-payments"]:
+            amounts = [line.split(",") for line in body["csv_bonuses"].splitlines()]
+            made = {"id": f"bulk-{len(self.bonuses) + 1}", "study": body["study_id"],
+                    "amount": sum(float(amount) for _, amount in amounts),
+                    "csv_bonuses": body["csv_bonuses"], "paid": 0}
+            self.bonuses.append(made)
+            return 201, {key: made[key] for key in ("id", "study", "amount")}
+        if parts[:1] == ["bulk-bonus-payments"] and parts[2:] == ["pay"]:
+            for made in self.bonuses:
+                if made["id"] == parts[1]:
+                    made["paid"] += 1  # not idempotent: a second call pays again
+                    return 202, {}
+            return 404, {"error": {"detail": "No such bulk bonus"}}
         if parts == ["studies"] and method == "POST":
             made = {**body, "id": f"{len(self.studies) + 1:024x}", "status": "UNPUBLISHED"}
             self.studies.append(made)

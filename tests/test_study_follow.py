@@ -15,14 +15,13 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from prolific_stand_in import TOKEN, serving
+from prolific_stand_in import TOKEN
 from sqlalchemy import Engine, select
 from starlette.testclient import TestClient
 from study_support import EDITOR, Participant, make_study, prolific_id, study_project
@@ -131,12 +130,6 @@ def test_unsigned_forged_stale_or_replayed_calls_are_refused_and_change_nothing(
 # --- polling, where Prolific cannot reach the gateway ---------------------------------------
 
 PROLIFIC_STUDY = "cd" * 12
-
-
-@pytest.fixture
-def prolific() -> Iterator[object]:
-    with serving() as server:
-        yield server
 
 
 def test_polling_frees_the_leases_of_returned_and_timed_out_submissions(tmp_path, prolific):

@@ -10,12 +10,11 @@ database is SQLite in a temporary folder, its episodes given slots as `study syn
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from prolific_stand_in import TOKEN, StandIn, serving
+from prolific_stand_in import TOKEN, StandIn
 from sqlalchemy import insert
 from study_support import CODE, NO_SLOTS, make_study
 
@@ -29,12 +28,6 @@ from sotopia_ls.study.store import now, open_store, prolific_groups
 GATEWAY = "https://rate.example.org"
 PROJECT = "6530aa0f" * 3
 PLACEHOLDERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
-
-
-@pytest.fixture
-def prolific() -> Iterator[StandIn]:
-    with serving() as server:
-        yield server
 
 
 def study_file(tmp_path: Path, episodes: int = 5, **fields: object) -> Path:

@@ -527,9 +527,16 @@ def decide_command(edited: Path, study_path: Path, database: str | None, url: st
 @click.option("--group-name",
               help="The name of that participant group [default: '<study>: passed the "
               "qualification'].")
+@click.option("--bonus-per-extra", metavar="AMOUNT", type=click.FloatRange(min=0),
+              help="A bonus per rating on a slot the adaptive rule added, e.g. 0.30, for each "
+              "approved submission (recorded once, then set up and paid on Prolific).")
+@click.option("--bonus-per-gold", metavar="AMOUNT", type=click.FloatRange(min=0),
+              help="A bonus per gold rating within the qualification's distance of its "
+              "reference, for each approved submission.")
 @_prolific_options
 def pay_command(study_path: Path, database: str | None, send: bool, files_dir: Path | None,
-                workspace_id: str | None, group_name: str | None, token: str | None,
+                workspace_id: str | None, group_name: str | None,
+                bonus_per_extra: float | None, bonus_per_gold: float | None, token: str | None,
                 api_url: str) -> None:
     """Carry the recorded decisions out on Prolific: a dry run unless --send.
 
@@ -538,7 +545,7 @@ def pay_command(study_path: Path, database: str | None, send: bool, files_dir: P
     sends nothing; each action sent is recorded, so running it again sends only what is left.
     --prolific-files writes the decisions as files for Prolific's own screens (no token
     needed): those not sent yet to approve or reject by hand, those Prolific accepted listed
-    apart.
+    apart. --bonus-per-extra and --bonus-per-gold add bonuses, set up then paid once.
 
     Example:
 
@@ -546,18 +553,24 @@ def pay_command(study_path: Path, database: str | None, send: bool, files_dir: P
 
         PROLIFIC_TOKEN=... sotopia-ls study pay --study study.json --send
 
+        PROLIFIC_TOKEN=... sotopia-ls study pay --study study.json --send --bonus-per-extra 0.30
+
         sotopia-ls study pay --study study.json --prolific-files paid/
     """
     _, _, store = _web_stack()
     from .payment.apply import apply_decisions
+    from .payment.bonus import BonusRule
     from .payment.prolific import Prolific
 
     with failures_as_messages():
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
         prolific = Prolific(token, base_url=api_url) if token else None
+        rule = BonusRule(per_extra=round((bonus_per_extra or 0) * 100),
+                         per_gold=round((bonus_per_gold or 0) * 100))
         done = apply_decisions(engine, study, prolific=prolific, send=send, files_dir=files_dir,
-                               group_name=group_name, workspace_id=workspace_id)
+                               group_name=group_name, workspace_id=workspace_id,
+                               bonus_rule=rule or None)
     for line in done.lines():
         click.echo(line)
     if done.sent is not None and done.sent.failures:

@@ -249,6 +249,29 @@ prolific_hooks = Table(
     _time("received_at", nullable=False),
 )
 
+# A bulk bonus set up on Prolific (its id Prolific's), in a ``BonusState``. A table of its
+# own, so that databases made before it get it too.
+bonus_payments = Table(
+    "bonus_payments", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("study", String(64), nullable=False),
+    Column("prolific_study_id", String(64), nullable=False),
+    Column("state", String(8), nullable=False),
+    _time("set_up_at", nullable=False),
+    _time("paid_at"),  # when the pay call was sent
+)
+
+# A submission's bonus, recorded once (in hundredths of the currency, with why), then set up
+# in a bulk bonus (``payment_id``; none: not yet).
+bonuses = Table(
+    "bonuses", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("cents", Integer, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("payment_id", ForeignKey("bonus_payments.id")),
+    _time("recorded_at", nullable=False),
+)
+
 # A qualification round's allow-list as a participant group on Prolific, made once.
 prolific_groups = Table(
     "prolific_groups", metadata,

@@ -34,6 +34,17 @@ from ..store import (
     prolific_groups,
     visits,
 )
+from ..states import BonusState
+from .bonus import (
+    Bonus,
+    BonusPlan,
+    BonusRule,
+    bulk_bonuses,
+    pay,
+    plan_bonuses,
+    record_bonuses,
+    set_up,
+)
 from .prolific import (
     BULK_APPROVE_LIMIT,
     Prolific,
@@ -96,6 +107,7 @@ class Plan:
     sent: tuple[SubmissionDecision, ...]  # sent already as decided
     group: GroupPlan | None
     screened_out: int = 0  # a qualification round's screen-outs: nothing to send
+    bonuses: BonusPlan | None = None
 
     def lines(self) -> list[str]:
         """The plan as ``study pay`` prints it: the counts, each action's lines in the order
@@ -118,9 +130,10 @@ class Plan:
 
 
 def plan_payment(engine: Engine, study: StudyFile, group_name: str,
-                 workspace_id: str | None = None) -> Plan:
+                 workspace_id: str | None = None, bonus_rule: BonusRule | None = None) -> Plan:
     """What is left to send for ``study``'s decisions (and its allow-list, if it is a
-    qualification round); a rejection Prolific would refuse stops it, naming the participant."""
+    qualification round, and its bonuses: ``bonus_rule``'s and those not paid yet); a
+    rejection Prolific would refuse stops it, naming the participant."""
     kinds: dict[str, list[SubmissionDecision]] = {kind: [] for kind in (*DECISIONS, "conflict",
                                                                         "sent")}
     for decided in _decided(engine, study.name):
@@ -144,7 +157,8 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
                 rejections=tuple(kinds["reject"]), waiting=tuple(kinds["look"]),
                 conflicts=tuple(kinds["conflict"]), sent=tuple(kinds["sent"]),
                 screened_out=len(kinds[SCREENED_OUT]),
-                group=_group_plan(engine, study, group_name, workspace_id))
+                group=_group_plan(engine, study, group_name, workspace_id),
+                bonuses=plan_bonuses(engine, study, bonus_rule))
 
 
 def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
@@ -198,6 +212,9 @@ class Sent:
     rejected: list[SubmissionDecision] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     group_id: str | None = None
+    bonused: list[Bonus] = field(default_factory=list)  # set up in this run
+    set_up: list[str] = field(default_factory=list)  # the bulk bonuses set up
+    paid: list[str] = field(default_factory=list)  # the bulk bonuses paid
     failures: list[str] = field(default_factory=list)
     stopped: bool = False  # Prolific unavailable: what came after the failure was not tried
 
@@ -343,8 +360,39 @@ def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, sent: Se
     sent.added.extend(members)
 
 
+def _bonus_steps(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    """Record the rule's bonuses, set up those owed (one bulk bonus per Prolific study), then
+    pay every bulk bonus set up and not paid."""
+    bonus = plan.bonuses
+    if bonus is None or not (bonus.new or bonus.waiting or bonus.to_pay):
+        return []
+    owed: dict[str, list[Bonus]] = {}
+    for each in (*bonus.new, *bonus.waiting):
+        owed.setdefault(each.prolific_study, []).append(each)
+    return [(partial(record_bonuses, engine, bonus.new), ""),
+            *((partial(_set_up, engine, prolific, plan.study, study, group, sent), "")
+              for study, group in owed.items()),
+            (partial(_pay_bonuses, engine, prolific, plan.study, sent), "")]
+
+
+def _set_up(engine: Engine, prolific: Prolific, study: str, prolific_study: str,
+            owed: list[Bonus], sent: Sent) -> None:
+    sent.set_up.append(set_up(engine, prolific, study, prolific_study, owed))
+    sent.bonused.extend(owed)
+
+
+def _pay_bonuses(engine: Engine, prolific: Prolific, study: str, sent: Sent) -> None:
+    """Pay each bulk bonus of ``study`` set up and not paid, as it stands now."""
+    for bulk_id in bulk_bonuses(engine, study, BonusState.SET_UP):
+        try:
+            if pay(engine, prolific, bulk_id):
+                sent.paid.append(bulk_id)
+        except ProlificRefused as exc:
+            sent.failures.append(str(exc))
+
+
 # What ``study pay`` sends, in this order: approvals first (they pay), then rejections, then a
-# qualification round's passers as a participant group.
+# qualification round's passers as a participant group, then bonuses.
 ACTIONS: tuple[Action, ...] = (
     Action(planned=lambda plan: [f"approve  {d.subject}" for d in plan.approvals],
            steps=_approvals, sent=lambda sent: f"{len(sent.approved)} approved"),
@@ -354,6 +402,11 @@ ACTIONS: tuple[Action, ...] = (
     Action(planned=_group_lines, steps=_group_steps,
            sent=lambda sent: f"{len(sent.added)} added to participant group {sent.group_id}"
            if sent.added else None),
+    Action(planned=lambda plan: plan.bonuses.lines() if plan.bonuses else [],
+           steps=_bonus_steps,
+           sent=lambda sent: f"bonuses of {len(sent.bonused)} submission(s) set up in "
+           f"{len(sent.set_up)} bulk bonus(es), {len(sent.paid)} bulk bonus(es) paid"
+           if sent.set_up or sent.paid else None),
 )
 
 
@@ -414,7 +467,8 @@ class Payment:
 
 def apply_decisions(engine: Engine, study: StudyFile, *, prolific: Prolific | None,
                     send: bool = False, files_dir: Path | None = None,
-                    group_name: str | None = None, workspace_id: str | None = None) -> Payment:
+                    group_name: str | None = None, workspace_id: str | None = None,
+                    bonus_rule: BonusRule | None = None) -> Payment:
     """Carry out ``study``'s recorded decisions on Prolific: the plan alone (a dry run), or,
     with ``send``, the plan sent through ``prolific`` and recorded as it goes; then, with
     ``files_dir``, the decisions as they stand as files for Prolific's screens."""
@@ -422,7 +476,7 @@ def apply_decisions(engine: Engine, study: StudyFile, *, prolific: Prolific | No
         raise StudyError("sending to Prolific needs its API token: set PROLIFIC_TOKEN, or write "
                          "the files for Prolific's own screens with --prolific-files DIR")
     name = group_name or default_group_name(study)
-    plan = plan_payment(engine, study, name, workspace_id)
+    plan = plan_payment(engine, study, name, workspace_id, bonus_rule)
     sent = send_plan(engine, prolific, plan) if send and prolific else None
     files: list[Path] = []
     if files_dir is not None:  # what this run sent is among the sent ones

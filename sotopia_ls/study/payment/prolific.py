@@ -121,6 +121,12 @@ class DraftStudy(_Wire):
     internal_name: str | None = None
 
 
+class BulkBonus(_Wire):
+    """A bulk bonus Prolific set up (``set_up_bonuses``), not paid yet."""
+
+    id: str
+
+
 class _Membership(_Wire):
     participant_id: str
 
@@ -247,6 +253,20 @@ class Prolific:
         action, subject = "list the studies of", f"project {project_id}"
         return [_parsed(DraftStudy, item, f"{action} {subject}") for item in self._pages(
             _path("projects", project_id, "studies"), subject, action)]
+
+    def set_up_bonuses(self, study_id: str, amounts: Sequence[tuple[str, int]]) -> BulkBonus:
+        """Set up a bulk bonus of ``amounts`` (submission id, hundredths of the currency);
+        nothing is paid, so a repeat after a lost answer costs nothing."""
+        subject = f"bonuses of study {study_id} ({len(amounts)})"
+        lines = "".join(f"{submission},{cents / 100:.2f}\n" for submission, cents in amounts)
+        return _parsed(BulkBonus, self._send(
+            "POST", "submissions/bonus-payments/", subject, "set up",
+            {"study_id": study_id, "csv_bonuses": lines}), f"set up {subject}")
+
+    def pay_bonuses(self, bulk_id: str) -> None:
+        """Pay a bulk bonus set up before; sent once, never again (a second call pays twice)."""
+        self._send("POST", _path("bulk-bonus-payments", bulk_id, "pay"),
+                   f"bulk bonus {bulk_id}", "pay", None, read=False, once=True)
 
     def _pages(self, path: str, subject: str, action: str) -> Iterator[dict[str, Any]]:
         url: str | None = self.base_url + path
