@@ -4,7 +4,11 @@ the API client's tests and the payment tests."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import secrets
 import sys
 import threading
 import time
@@ -159,3 +163,21 @@ def running(server: _Server) -> Iterator[_Server]:
 def serving() -> AbstractContextManager[StandIn]:
     """A stand-in answering on a free port until the block ends."""
     return running(StandIn())
+
+
+def signed_event(event: dict[str, str], secret: str,
+                 timestamp: float | None = None) -> tuple[bytes, dict[str, str]]:
+    """A webhook call as Prolific signs it (its body and headers): base64(HMAC-SHA256(secret,
+    timestamp + body)), the timestamp now unless given."""
+    body = json.dumps(event).encode()
+    stamp = str(int(time.time() if timestamp is None else timestamp))
+    signature = base64.b64encode(hmac.new(secret.encode(), stamp.encode() + body,
+                                          hashlib.sha256).digest()).decode()
+    return body, {"X-Prolific-Request-Signature": signature,
+                  "X-Prolific-Request-Timestamp": stamp, "Content-Type": "application/json"}
+
+
+def status_change(submission: str, status: str) -> dict[str, str]:
+    """Prolific's ``submission.status.change`` event for ``submission``."""
+    return {"event_type": "submission.status.change", "resource_id": submission,
+            "participant_id": secrets.token_hex(12), "status": status}

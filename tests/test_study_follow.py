@@ -9,9 +9,6 @@ Studio; Prolific is the stand-in of ``prolific_stand_in`` (real HTTP on 127.0.0.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import secrets
 import time
@@ -21,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from prolific_stand_in import TOKEN
+from prolific_stand_in import TOKEN, signed_event, status_change
 from sqlalchemy import Engine, select
 from starlette.testclient import TestClient
 from study_support import EDITOR, Participant, make_study, prolific_id, study_project
@@ -42,18 +39,7 @@ HOOK = "/prolific/hook"
 
 def signed(event: dict[str, str], secret: str = HOOK_SECRET,
            timestamp: float | None = None) -> tuple[bytes, dict[str, str]]:
-    """A call as Prolific signs it: base64(HMAC-SHA256(secret, timestamp + body))."""
-    body = json.dumps(event).encode()
-    stamp = str(int(time.time() if timestamp is None else timestamp))
-    signature = base64.b64encode(hmac.new(secret.encode(), stamp.encode() + body,
-                                          hashlib.sha256).digest()).decode()
-    return body, {"X-Prolific-Request-Signature": signature,
-                  "X-Prolific-Request-Timestamp": stamp, "Content-Type": "application/json"}
-
-
-def status_change(submission: str, status: str) -> dict[str, str]:
-    return {"event_type": "submission.status.change", "resource_id": submission,
-            "participant_id": prolific_id(), "status": status}
+    return signed_event(event, secret, timestamp)
 
 
 @dataclass
