@@ -105,9 +105,10 @@ def test_unsigned_forged_stale_or_replayed_calls_are_refused_and_change_nothing(
     stale = gateway.hook(*signed(timed_out, timestamp=time.time() - 3600))
     replayed = gateway.hook(body, headers)
     altered = gateway.hook(json.dumps(timed_out).encode(), headers)  # another body, same signature
+    huge = gateway.hook(*signed({**timed_out, "padding": "x" * 2**20}))
 
-    assert [r.status_code for r in (unsigned, forged, stale, replayed, altered)] == [
-        401, 401, 401, 409, 401]
+    assert [r.status_code for r in (unsigned, forged, stale, replayed, altered, huge)] == [
+        401, 401, 401, 409, 401, 413]
     assert gateway.states() == before == {1: "leased"}
     with gateway.engine.connect() as conn:
         assert conn.execute(select(prolific_statuses)).all() == []
