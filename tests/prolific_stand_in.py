@@ -36,6 +36,7 @@ class StandIn(ThreadingHTTPServer):
         self.groups: list[dict[str, Any]] = []  # the participant groups made, as listed
         self.studies: list[dict[str, Any]] = []  # the draft studies made, as Prolific keeps them
         self.bonuses: list[dict[str, Any]] = []  # the bulk bonuses set up, "paid" once paid
+        self.subscriptions: list[dict[str, Any]] = []  # webhook subscriptions, "confirmed" or not
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out has hung up before the (delayed) answer: no traceback.
@@ -50,8 +51,10 @@ class StandIn(ThreadingHTTPServer):
         return [(r["method"], r["path"], r["body"]) for r in self.requests
                 if method is None or r["method"] == method]
 
-    def usual(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+    def usual(self, method: str, path: str, body: Any) -> tuple[Any, ...]:
         parts = path.split("?")[0].strip("/").split("/")[2:]
+        if parts[:2] == ["hooks", "subscriptions"]:
+            return self.hooks(method, path, parts[2:], body)
         if parts[:1] == ["submissions"] and parts[-1] == "transition":
             status = {"APPROVE": "APPROVED", "REJECT": "REJECTED"}[body["action"]]
             return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
@@ -94,6 +97,25 @@ class StandIn(ThreadingHTTPServer):
             return 200, self.page(path, parts)
         return 404, {"error": {"detail": f"Not found: {path}"}}
 
+    def hooks(self, method: str, path: str, rest: list[str], body: Any) -> tuple[Any, ...]:
+        """Subscriptions: made with an ``X-Hook-Secret`` header, confirmed with it."""
+        if method == "GET":
+            workspace = parse_qs(urlsplit(path).query).get("workspace_id", [None])[0]
+            return 200, {"results": [{k: v for k, v in made.items() if k != "secret"}
+                                     for made in self.subscriptions
+                                     if made["workspace_id"] == workspace]}
+        if not rest:
+            made = {**body, "id": f"hook-{len(self.subscriptions) + 1}", "is_enabled": False,
+                    "secret": secrets.token_hex(16), "confirmed": False}
+            self.subscriptions.append(made)
+            return 201, {k: v for k, v in made.items() if k != "secret"}, {
+                "X-Hook-Secret": made["secret"]}
+        for made in self.subscriptions:
+            if made["id"] == rest[0] and body == {"secret": made["secret"]}:
+                made["confirmed"] = made["is_enabled"] = True
+                return 200, {k: v for k, v in made.items() if k != "secret"}
+        return 400, {"error": {"detail": "Invalid subscription secret"}}
+
     def page(self, path: str, parts: list[str]) -> dict[str, Any]:
         second = path.endswith("?page=2")
         key = "participant_id"
@@ -135,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply[1])
             reply = None
         status, answer, headers = reply if reply else (*self.server.usual(
-            self.command, self.path, body), {})
+            self.command, self.path, body), {})[:3]
         data = json.dumps(answer).encode() if not isinstance(answer, bytes) else answer
         self.send_response(status)
         for name, value in {"Content-Type": "application/json", **headers}.items():

@@ -165,3 +165,45 @@ def test_polling_frees_the_leases_of_returned_and_timed_out_submissions(tmp_path
         link.SESSION_ID: status for link, status in zip(
             links, ("RETURNED", "TIMED-OUT", "ACTIVE"), strict=True)} | {
         newcomer_link.SESSION_ID: ""}
+
+
+# --- subscribing the gateway to Prolific's calls --------------------------------------------
+
+
+def subscribe(path: Path, stand_in) -> object:
+    return CliRunner().invoke(main, [
+        "study", "follow", "--study", str(path), "--subscribe", "https://rate.example.org/",
+        "--workspace", "ws-7", "--prolific-url", stand_in.base_url],
+        env={"PROLIFIC_TOKEN": TOKEN})
+
+
+def test_subscribing_makes_one_confirmed_subscription_and_a_rerun_keeps_it(tmp_path, prolific):
+    path = write_study(make_study(tmp_path, 1), tmp_path / "study.json")
+
+    first = subscribe(path, prolific)
+    again = subscribe(path, prolific)
+
+    assert first.exit_code == 0, first.output
+    (made,) = prolific.subscriptions
+    assert (made["event_type"], made["target_url"], made["workspace_id"], made["confirmed"]) \
+        == ("submission.status.change", f"https://rate.example.org{HOOK}", "ws-7", True)
+    assert first.output == again.output == (
+        f"subscription {made['id']}: submission.status.change to "
+        f"https://rate.example.org{HOOK}\n")
+    assert made["secret"] not in first.output and TOKEN not in first.output
+    assert [p for _, p, _ in prolific.sent("POST")] == [
+        "/api/v1/hooks/subscriptions/", f"/api/v1/hooks/subscriptions/{made['id']}/"]
+
+
+def test_a_refused_confirmation_is_one_line_without_the_secret(tmp_path, prolific):
+    path = write_study(make_study(tmp_path, 1), tmp_path / "study.json")
+    prolific.script["POST /api/v1/hooks/subscriptions/hook-1/"] = [
+        (400, {"error": {"detail": "Invalid subscription secret"}}, {})]
+
+    refused = subscribe(path, prolific)
+
+    assert refused.exit_code != 0
+    assert refused.output.splitlines() == [
+        "Error: confirm the subscription of https://rate.example.org/prolific/hook to "
+        "submission.status.change: Prolific answered HTTP 400: Invalid subscription secret"]
+    assert prolific.subscriptions[0]["secret"] not in refused.output

@@ -639,9 +639,15 @@ def publish_command(study_path: Path, database: str | None, project_id: str, gat
 @_database_option
 @click.option("--every", type=click.FloatRange(min=5), metavar="SECONDS",
               help="Poll again every SECONDS until stopped (Ctrl-C) [default: once].")
+@click.option("--subscribe", "gateway_url", metavar="URL",
+              help="Instead of polling, subscribe the workspace's submission status changes to "
+              f"the gateway's public https address URL (calls go to URL{HOOK_PATH}); a "
+              "subscription made before is kept. Needs --workspace.")
+@click.option("--workspace", "workspace_id", help="The Prolific workspace, for --subscribe.")
 @_prolific_options
 def follow_command(study_path: Path, database: str | None, every: float | None,
-                   token: str | None, api_url: str) -> None:
+                   gateway_url: str | None, workspace_id: str | None, token: str | None,
+                   api_url: str) -> None:
     """Read each submission's status from Prolific, for a gateway Prolific's webhook cannot reach.
 
     A submission returned or timed out frees its participant's episodes at once, for the next
@@ -651,6 +657,8 @@ def follow_command(study_path: Path, database: str | None, every: float | None,
     Example:
 
         PROLIFIC_TOKEN=... sotopia-ls study follow --study study.json --every 30
+
+        PROLIFIC_TOKEN=... sotopia-ls study follow --subscribe https://rate.example.org --workspace 6530aa0f...
     """
     _, _, store = _web_stack()
     from .payment.follow import poll_submissions
@@ -660,6 +668,13 @@ def follow_command(study_path: Path, database: str | None, every: float | None,
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
         prolific = Prolific.from_environment(token, base_url=api_url)
+        if gateway_url is not None:
+            if not gateway_url.startswith("https://") or not workspace_id:
+                raise click.UsageError("--subscribe takes the gateway's public https:// "
+                                       "address, with --workspace ID")
+            made = prolific.subscribe(workspace_id, gateway_url.rstrip("/") + HOOK_PATH)
+            click.echo(f"subscription {made.id}: {made.event_type} to {made.target_url}")
+            return
         while True:
             counts = poll_submissions(engine, study, prolific)
             click.echo(f"study {study.name}: on Prolific: {_by_kind(counts)}")

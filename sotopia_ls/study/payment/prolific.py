@@ -48,6 +48,7 @@ HOOK_TOLERANCE = 300
 SIGNATURE_HEADER = "X-Prolific-Request-Signature"
 TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
 SUBMISSION_EVENT = "submission.status.change"
+HOOK_CONFIRMATION_HEADER = "X-Hook-Secret"
 
 
 class ProlificError(SotopiaLSError):
@@ -119,6 +120,15 @@ class DraftStudy(_Wire):
     id: str
     status: str | None = None
     internal_name: str | None = None
+
+
+class Subscription(_Wire):
+    """A webhook subscription of a workspace (``subscribe``)."""
+
+    id: str
+    event_type: str
+    target_url: str
+    workspace_id: str | None = None
 
 
 class BulkBonus(_Wire):
@@ -254,6 +264,31 @@ class Prolific:
         return [_parsed(DraftStudy, item, f"{action} {subject}") for item in self._pages(
             _path("projects", project_id, "studies"), subject, action)]
 
+    def subscribe(self, workspace_id: str, target_url: str,
+                  event_type: str = SUBMISSION_EVENT) -> Subscription:
+        """The workspace's subscription of ``target_url`` to ``event_type``: one made before
+        is taken, else one is made (sent once) and confirmed with the ``X-Hook-Secret`` its
+        answer carries (that secret is not the one calls are signed with)."""
+        action, subject = "subscribe", f"{target_url} to {event_type}"
+        listed = [_parsed(Subscription, item, f"{action} {subject}") for item in self._pages(
+            "hooks/subscriptions/?" + urlencode({"workspace_id": workspace_id}), subject, action)]
+        found = next((s for s in listed if (s.target_url, s.event_type, s.workspace_id)
+                      == (target_url, event_type, workspace_id)), None)
+        if found is not None:
+            return found
+        answer = self._send("POST", "hooks/subscriptions/", subject, action,
+                            {"event_type": event_type, "target_url": target_url,
+                             "workspace_id": workspace_id}, once=True, whole=True)
+        made = _parsed(Subscription, _json(answer, f"{action} {subject}"), f"{action} {subject}")
+        confirm = answer.headers.get(HOOK_CONFIRMATION_HEADER)
+        if not confirm:
+            raise ProlificUnavailable(f"{action} {subject}: Prolific's answer has no "
+                                      f"{HOOK_CONFIRMATION_HEADER} to confirm it with")
+        keep_secret(confirm)
+        self._send("POST", _path("hooks", "subscriptions", made.id), subject,
+                   "confirm the subscription of", {"secret": confirm}, read=False)
+        return made
+
     def set_up_bonuses(self, study_id: str, amounts: Sequence[tuple[str, int]]) -> BulkBonus:
         """Set up a bulk bonus of ``amounts`` (submission id, hundredths of the currency);
         nothing is paid, so a repeat after a lost answer costs nothing."""
@@ -282,10 +317,11 @@ class Prolific:
         raise ProlificError(f"{action} {subject}: more than {_MOST_PAGES} pages")
 
     def _send(self, method: str, path: str, subject: str, action: str,
-              body: dict[str, Any] | None = None, read: bool = True, once: bool = False) -> Any:
+              body: dict[str, Any] | None = None, read: bool = True, once: bool = False,
+              whole: bool = False) -> Any:
         """The JSON answer to one request (None unless ``read``: a call that uses no answer
-        takes any success, whatever its body), sent again on a passing failure unless
-        ``once``."""
+        takes any success, whatever its body; the ``remote.Answer`` itself when ``whole``),
+        sent again on a passing failure unless ``once``."""
         url = path if path.startswith(self.base_url) else self.base_url + path
         try:
             answer = remote.send(
@@ -299,14 +335,9 @@ class Prolific:
             hint = f" (check {TOKEN_VARIABLE})" if answer.status in (401, 403) else ""
             raise ProlificRefused(f"{action} {subject}: Prolific answered HTTP {answer.status}"
                                   f"{hint}: {self._reason(answer)}", answer.status)
-        if not read:
-            return None
-        if not answer.body:
-            return {}
-        try:
-            return answer.json()
-        except (ValueError, RecursionError) as exc:
-            raise ProlificUnavailable(f"{action} {subject}: Prolific's answer is no JSON") from exc
+        if whole or not read:
+            return answer if whole else None
+        return _json(answer, f"{action} {subject}")
 
     def _reason(self, answer: remote.Answer) -> str:
         """Prolific's reason for a refusal, on one line, without the token."""
@@ -333,6 +364,16 @@ def _path(*segments: str) -> str:
         if not _ID.fullmatch(segment):
             raise ProlificError(f"{segment!r} is no Prolific id (letters, digits, - and _)")
     return "/".join(segments) + "/"
+
+
+def _json(answer: remote.Answer, where: str) -> Any:
+    """The answer's JSON ({} for an empty body)."""
+    if not answer.body:
+        return {}
+    try:
+        return answer.json()
+    except (ValueError, RecursionError) as exc:
+        raise ProlificUnavailable(f"{where}: Prolific's answer is no JSON") from exc
 
 
 def _parsed(model: type[_Answer], document: Any, where: str) -> _Answer:
