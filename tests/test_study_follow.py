@@ -52,8 +52,9 @@ class Gateway:
         return Participant(TestClient(self.app, base_url="http://127.0.0.1"))
 
     def hook(self, body: bytes, headers: dict[str, str]):
-        with TestClient(self.app, base_url="http://127.0.0.1") as http:
-            return http.post(HOOK, content=body, headers=headers)
+        """A call from Prolific (as the participants' clients: without the app's lifespan)."""
+        return TestClient(self.app, base_url="http://127.0.0.1").post(HOOK, content=body,
+                                                                       headers=headers)
 
     def states(self) -> dict[int, str]:
         with self.engine.connect() as conn:
@@ -80,9 +81,11 @@ def test_a_signed_returned_call_gives_the_episode_to_the_next_participant(gatewa
     started = time.monotonic()
     answer = gateway.hook(*signed(status_change(leaving.session, "RETURNED")))
 
-    assert answer.status_code == 200 and answer.json() == {"taken": True}
-    next_one.begin()
+    # Freed by the time Prolific has its answer: the lease is given back in the call.
     assert time.monotonic() - started < 1.0
+    assert answer.status_code == 200 and answer.json() == {"taken": True}
+    assert list(gateway.states().values()) == ["expired"]
+    next_one.begin()
     assert next_one.boot["task"]["data"] == task
     # The one who left submits after all: kept apart, the slot stays the next participant's.
     assert leaving.rate(1).status_code == 200
