@@ -19,9 +19,10 @@ from sqlalchemy import insert
 from study_support import CODE, NO_SLOTS, make_study
 
 from sotopia_ls.cli import main
+from sotopia_ls.study.payment.hourly import HourlyPay
 from sotopia_ls.study.payment.prolific import Prolific, ProlificUnavailable
 from sotopia_ls.study.payment.publish import publish_study
-from sotopia_ls.study.settings import read_study, write_study
+from sotopia_ls.study.settings import Reward, read_study, write_study
 from sotopia_ls.study.slots.leases import add_episodes
 from sotopia_ls.study.store import now, open_store, prolific_groups
 
@@ -173,4 +174,22 @@ def test_without_minutes_or_a_pilot_nothing_is_sent(tmp_path, prolific):
 
     assert result.exit_code != 0
     assert "--minutes N, or a pilot" in result.output
+    assert prolific.requests == []
+
+
+def test_a_pilot_s_measured_minutes_are_rounded_up_and_a_study_without_reward_is_refused(
+        tmp_path, prolific):
+    pilot = HourlyPay(Reward(cents=200, currency="GBP"), visits=3, median_minutes=11.2,
+                      visible=3, lead=0)
+    path = study_file(tmp_path)
+    study = read_study(path)
+
+    drafted = publish_study(open_store(study.database), study, path, study_url=GATEWAY,
+                            project_id=PROJECT, prolific=None, pilot=pilot)
+    unpaid = publish(write_study(study.model_copy(update={"reward": None}), path,
+                                 overwrite=True), prolific, "--minutes", "10")
+
+    assert drafted.body["estimated_completion_time"] == 12
+    assert unpaid.exit_code != 0
+    assert "has no reward: write it with `sotopia-ls study init --reward" in unpaid.output
     assert prolific.requests == []
