@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 from prolific_stand_in import TOKEN, StandIn
@@ -21,10 +22,12 @@ from conftest import flat_of
 from study_support import answers, make_study, prolific_id
 
 from sotopia_ls.cli import main
+from sotopia_ls.errors import StudyError
 from sotopia_ls.study.payment.apply import apply_decisions
 from sotopia_ls.study.payment.bonus import BonusRule
 from sotopia_ls.study.payment.prolific import Prolific
 from sotopia_ls.study.protocol import study_protocol
+from sotopia_ls.study.screening.review import read_review, record_decisions
 from sotopia_ls.study.serving import arrival
 from sotopia_ls.study.serving.arrival import ProlificParameters
 from sotopia_ls.study.settings import StudyFile, write_study
@@ -183,3 +186,38 @@ def test_a_bonus_per_gold_rating_counts_only_those_within_the_distance(tmp_path,
     assert result.exit_code == 0, result.output
     assert (f"bonus    submission {link.SESSION_ID} (participant {link.PROLIFIC_PID}): £0.10 "
             "for 1 gold rating(s) within 2") in result.output
+
+
+def test_a_bonus_written_in_the_review_file_is_recorded_once_and_paid_once(
+        tmp_path, study, prolific):
+    engine = open_store(study.database)
+    links = [ProlificParameters(PROLIFIC_PID=prolific_id(), STUDY_ID=PROLIFIC_STUDY,
+                                SESSION_ID=prolific_id()) for _ in range(2)]
+    for link in links:
+        arrival.arrive(engine, study.name, link)
+    path = write_study(study, tmp_path / "study.json")
+    review = tmp_path / "review.csv"
+    assert CliRunner().invoke(main, ["study", "review", "--study", str(path), "-o",
+                                     str(review)]).exit_code == 0
+    edited = pd.read_csv(review, dtype=str, keep_default_na=False)
+    edited["decision"], edited["message"], edited["category"] = ["approve", "look"], "", ""
+    edited["bonus"] = ["0.50", "0.25"]  # the second is not approved
+    edited.to_csv(review, index=False)
+
+    with pytest.raises(StudyError, match=r"line 3, column bonus: only an approved submission"):
+        read_review(review, engine, study)
+    edited["bonus"] = ["0.50", ""]
+    edited.to_csv(review, index=False)
+    record_decisions(engine, read_review(review, engine, study))
+    record_decisions(engine, read_review(review, engine, study))  # again: recorded once
+
+    first = pay(path, prolific, "--send")
+    second = pay(path, prolific, "--send")
+
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    (bulk,) = prolific.bonuses
+    assert (bulk["csv_bonuses"], bulk["paid"]) == (f"{links[0].SESSION_ID},0.50\n", 1)
+    edited["bonus"] = ["0.75", ""]
+    edited.to_csv(review, index=False)
+    with pytest.raises(StudyError, match=r"recorded as 0\.50 already"):
+        record_decisions(engine, read_review(review, engine, study))

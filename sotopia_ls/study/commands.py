@@ -451,7 +451,8 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
     the gold references and a suggested decision (approve, look or reject) with a message
     written for the participant and Prolific's rejection category; in a qualification round
     the verdict decides (a passer approve, a failed one screened_out: nothing to send). Edit
-    the columns decision, message and category, then record them with `study decide`; -o
+    the columns decision, message and category (and bonus, an approved submission's, paid
+    by `study pay --send`), then record them with `study decide`; -o
     refuses to replace a file holding decisions not read back (--force replaces it). Reads
     the gateway's database only, and also prints the pay per hour the study's reward comes to.
 
