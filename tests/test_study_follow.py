@@ -210,3 +210,20 @@ def test_a_refused_confirmation_is_one_line_without_the_secret(tmp_path, prolifi
         "Error: confirm the subscription of https://rate.example.org/prolific/hook to "
         "submission.status.change: Prolific answered HTTP 400: Invalid subscription secret"]
     assert prolific.subscriptions[0]["secret"] not in refused.output
+
+
+def test_polling_asks_only_for_the_published_study_not_ids_a_link_carried(tmp_path, prolific):
+    study = make_study(tmp_path, 1, prolific={"study_id": PROLIFIC_STUDY,
+                                              "project_id": "p" * 24})
+    engine = open_store(study.database)
+    arrival.arrive(engine, study.name, ProlificParameters(  # a link edited by hand
+        PROLIFIC_PID=prolific_id(), STUDY_ID="ff" * 12, SESSION_ID=prolific_id()))
+    path = write_study(study, tmp_path / "study.json")
+
+    result = CliRunner().invoke(main, ["study", "follow", "--study", str(path),
+                                       "--prolific-url", prolific.base_url],
+                                env={"PROLIFIC_TOKEN": TOKEN})
+
+    assert result.exit_code == 0, result.output
+    assert {path.split("?")[0] for _, path, _ in prolific.sent()} == {
+        f"/api/v1/studies/{PROLIFIC_STUDY}/submissions/"}

@@ -101,10 +101,11 @@ def receive_hook(engine: Engine, study: str, secret: str, headers: Mapping[str, 
 
 
 def poll_submissions(engine: Engine, study: StudyFile, prolific: Prolific) -> Counter[str]:
-    """Every submission of the Prolific studies the study's visits came from, recorded as
-    ``receive_hook`` records one; how many of each status."""
+    """Every submission of the study's Prolific study (``study publish`` recorded it; else
+    those its visits came from), recorded as ``receive_hook`` records one; how many of each
+    status."""
     with engine.connect() as conn:
-        studies = sorted(set(conn.execute(
+        studies = [study.prolific.study_id] if study.prolific else sorted(set(conn.execute(
             select(visits.c.prolific_study_id)
             .join(participants, participants.c.id == visits.c.participant_id)
             .where(participants.c.study == study.name)).scalars()))
