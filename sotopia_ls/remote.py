@@ -16,12 +16,13 @@ import math
 import socket
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
 
 from .errors import redacted
 
@@ -65,6 +66,7 @@ class Answer:
     status: int
     reason: str
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         """The body as JSON; ``ValueError`` when it is none."""
@@ -118,7 +120,8 @@ def _once(method: str, url: str, headers: dict[str, str], body: Any, deadline: f
                 content = _body(response, max_bytes, name)
                 if watch.expired:  # what the cut left may parse as a whole answer: it is not
                     raise late
-                return Answer(status, response.reason or "", content)
+                return Answer(status, response.reason or "", content,
+                              CaseInsensitiveDict(response.headers))
         except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
                 requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
             raise Unsendable(f"cannot send a request to {name} ({type(exc).__name__})") from exc

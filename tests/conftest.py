@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 from filelock import FileLock
+from prolific_stand_in import StandIn, serving
 
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
 from sotopia_ls.importer import load_episodes
@@ -250,3 +251,10 @@ def sotopia_python() -> Path:
                  env={**os.environ, "VENV": str(SOTOPIA_ENV), "PYTHON": sys.executable})
             (SOTOPIA_ENV / ".ready").touch()
     return python
+
+
+@pytest.fixture
+def prolific() -> Iterator[StandIn]:
+    """Prolific's stand-in (``prolific_stand_in``: real HTTP on 127.0.0.1) for one test."""
+    with serving() as stand_in:
+        yield stand_in

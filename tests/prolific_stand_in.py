@@ -4,7 +4,11 @@ the API client's tests and the payment tests."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import secrets
 import sys
 import threading
 import time
@@ -30,6 +34,9 @@ class StandIn(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.script: dict[str, list[tuple[Any, ...]]] = {}
         self.groups: list[dict[str, Any]] = []  # the participant groups made, as listed
+        self.studies: list[dict[str, Any]] = []  # the draft studies made, as Prolific keeps them
+        self.bonuses: list[dict[str, Any]] = []  # the bulk bonuses set up, "paid" once paid
+        self.subscriptions: list[dict[str, Any]] = []  # webhook subscriptions, "confirmed" or not
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out has hung up before the (delayed) answer: no traceback.
@@ -44,13 +51,35 @@ class StandIn(ThreadingHTTPServer):
         return [(r["method"], r["path"], r["body"]) for r in self.requests
                 if method is None or r["method"] == method]
 
-    def usual(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+    def usual(self, method: str, path: str, body: Any) -> tuple[Any, ...]:
         parts = path.split("?")[0].strip("/").split("/")[2:]
+        if parts[:2] == ["hooks", "subscriptions"]:
+            return self.hooks(method, path, parts[2:], body)
         if parts[:1] == ["submissions"] and parts[-1] == "transition":
             status = {"APPROVE": "APPROVED", "REJECT": "REJECTED"}[body["action"]]
             return 200, {"id": parts[1], "status": status, "participant": f"p-{parts[1]}"}
         if parts == ["submissions", "bulk-approve"]:
             return 200, {}
+        if parts == ["submissions", "bonus-payments"]:
+            amounts = [line.split(",") for line in body["csv_bonuses"].splitlines()]
+            made = {"id": f"bulk-{len(self.bonuses) + 1}", "study": body["study_id"],
+                    "amount": sum(float(amount) for _, amount in amounts),
+                    "csv_bonuses": body["csv_bonuses"], "paid": 0}
+            self.bonuses.append(made)
+            return 201, {key: made[key] for key in ("id", "study", "amount")}
+        if parts[:1] == ["bulk-bonus-payments"] and parts[2:] == ["pay"]:
+            for made in self.bonuses:
+                if made["id"] == parts[1]:
+                    made["paid"] += 1  # not idempotent: a second call pays again
+                    return 202, {}
+            return 404, {"error": {"detail": "No such bulk bonus"}}
+        if parts == ["studies"] and method == "POST":
+            made = {**body, "id": f"{len(self.studies) + 1:024x}", "status": "UNPUBLISHED"}
+            self.studies.append(made)
+            return 201, made
+        if parts[:1] == ["projects"] and parts[2:] == ["studies"]:
+            return 200, {"results": [study for study in self.studies
+                                     if study.get("project") == parts[1]], "_links": {}}
         if parts == ["participant-groups"] and method == "POST":
             made = {"id": f"group-{len(self.groups) + 1}", "name": body["name"],
                     "workspace_id": body["workspace_id"], "participant_count": 0,
@@ -67,6 +96,25 @@ class StandIn(ThreadingHTTPServer):
                 "participant-groups", "group-1"]:
             return 200, self.page(path, parts)
         return 404, {"error": {"detail": f"Not found: {path}"}}
+
+    def hooks(self, method: str, path: str, rest: list[str], body: Any) -> tuple[Any, ...]:
+        """Subscriptions: made with an ``X-Hook-Secret`` header, confirmed with it."""
+        if method == "GET":
+            workspace = parse_qs(urlsplit(path).query).get("workspace_id", [None])[0]
+            return 200, {"results": [{k: v for k, v in made.items() if k != "secret"}
+                                     for made in self.subscriptions
+                                     if made["workspace_id"] == workspace]}
+        if not rest:
+            made = {**body, "id": f"hook-{len(self.subscriptions) + 1}", "is_enabled": False,
+                    "secret": secrets.token_hex(16), "confirmed": False}
+            self.subscriptions.append(made)
+            return 201, {k: v for k, v in made.items() if k != "secret"}, {
+                "X-Hook-Secret": made["secret"]}
+        for made in self.subscriptions:
+            if made["id"] == rest[0] and body == {"secret": made["secret"]}:
+                made["confirmed"] = made["is_enabled"] = True
+                return 200, {k: v for k, v in made.items() if k != "secret"}
+        return 400, {"error": {"detail": "Invalid subscription secret"}}
 
     def page(self, path: str, parts: list[str]) -> dict[str, Any]:
         second = path.endswith("?page=2")
@@ -109,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply[1])
             reply = None
         status, answer, headers = reply if reply else (*self.server.usual(
-            self.command, self.path, body), {})
+            self.command, self.path, body), {})[:3]
         data = json.dumps(answer).encode() if not isinstance(answer, bytes) else answer
         self.send_response(status)
         for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -137,3 +185,21 @@ def running(server: _Server) -> Iterator[_Server]:
 def serving() -> AbstractContextManager[StandIn]:
     """A stand-in answering on a free port until the block ends."""
     return running(StandIn())
+
+
+def signed_event(event: dict[str, str], secret: str,
+                 timestamp: float | None = None) -> tuple[bytes, dict[str, str]]:
+    """A webhook call as Prolific signs it (its body and headers): base64(HMAC-SHA256(secret,
+    timestamp + body)), the timestamp now unless given."""
+    body = json.dumps(event).encode()
+    stamp = str(int(time.time() if timestamp is None else timestamp))
+    signature = base64.b64encode(hmac.new(secret.encode(), stamp.encode() + body,
+                                          hashlib.sha256).digest()).decode()
+    return body, {"X-Prolific-Request-Signature": signature,
+                  "X-Prolific-Request-Timestamp": stamp, "Content-Type": "application/json"}
+
+
+def status_change(submission: str, status: str) -> dict[str, str]:
+    """Prolific's ``submission.status.change`` event for ``submission``."""
+    return {"event_type": "submission.status.change", "resource_id": submission,
+            "participant_id": secrets.token_hex(12), "status": status}

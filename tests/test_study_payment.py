@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import io
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -47,12 +46,6 @@ REASON = ("Every rationale was the same sentence pasted under all seven dimensio
           "agents, so the ratings could not be used as the instructions asked.")
 TRANSITION = "/api/v1/submissions/{}/transition/"
 BULK = "/api/v1/submissions/bulk-approve/"
-
-
-@pytest.fixture
-def prolific() -> Iterator[StandIn]:
-    with serving() as server:
-        yield server
 
 
 @pytest.fixture

@@ -7,17 +7,18 @@ SQLAlchemy) comes with the ``study`` extra and is imported only when a command n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, get_args
 
 import click
 from click.core import ParameterSource
 
-from ..errors import redacted
+from ..errors import keep_secret, redacted
 from ..extras import require_extra
 from ..options import failures_as_messages, server_options
 from .serving.editor import EDITOR_DIR_ENV, PINNED, fetch_editor
-from .payment.prolific import API_URL, RETRIES, TOKEN_VARIABLE
+from .payment.prolific import API_URL, HOOK_PATH, HOOK_SECRET_ENV, RETRIES, TOKEN_VARIABLE
 from .states import AssignmentState
 from .settings import (
     DATABASE_ENV,
@@ -56,6 +57,17 @@ def _database_option(command: Any) -> Any:
         "postgresql://user@host/db; a password belongs here, or in PGPASSWORD or ~/.pgpass, "
         "never in the file).",
     )(command)
+
+
+def _prolific_options(command: Any) -> Any:
+    """``--prolific-token`` (from the environment) and ``--prolific-url``."""
+    command = click.option(
+        "--prolific-url", "api_url", default=API_URL, show_default=True,
+        help="Prolific's API address (https; http only on this machine).")(command)
+    return click.option(
+        "--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
+        help="Prolific API token, for --send. Never printed. Safer in the environment "
+        "variable: a command line shows in the process list and the shell's history.")(command)
 
 
 @click.group("study")
@@ -226,9 +238,14 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
 @click.option("--public", is_flag=True,
               help="Listen on a public address, behind an HTTPS reverse proxy: session cookies "
               "are then sent over HTTPS only.")
+@click.option("--prolific-hook-secret", "hook_secret", envvar=HOOK_SECRET_ENV,
+              show_envvar=True,
+              help="Your Prolific workspace's webhook secret: the gateway then takes Prolific's "
+              f"signed calls at {HOOK_PATH} (README.md, \"Following submissions\"). Never "
+              "printed; safer in the environment variable.")
 @server_options
 def serve_command(study_path: Path, database: str | None, host: str, port: int, public: bool,
-                  url: str | None, api_key: str | None) -> None:
+                  hook_secret: str | None, url: str | None, api_key: str | None) -> None:
     """Run the participant gateway (uvicorn; stop with Ctrl-C).
 
     Needs the session key in the environment variable the study file names
@@ -256,7 +273,11 @@ def serve_command(study_path: Path, database: str | None, host: str, port: int, 
                    + serve.participant_link(study, f"http://{host}:{port}"))
         click.echo(serve.dashboard_notice(study, f"http://{host}:{port}"))
         click.echo(serve.editor_notice(client))
-        serve.serve_study(study, client, database=database, host=host, port=port, public=public)
+        if hook_secret:
+            keep_secret(hook_secret)
+            click.echo(f"Prolific's webhook: {HOOK_PATH}")
+        serve.serve_study(study, client, database=database, host=host, port=port, public=public,
+                          hook_secret=hook_secret)
 
 
 @study_command.command("sync")
@@ -450,7 +471,8 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
     the gold references and a suggested decision (approve, look or reject) with a message
     written for the participant and Prolific's rejection category; in a qualification round
     the verdict decides (a passer approve, a failed one screened_out: nothing to send). Edit
-    the columns decision, message and category, then record them with `study decide`; -o
+    the columns decision, message and category (and bonus, an approved submission's, paid
+    by `study pay --send`), then record them with `study decide`; -o
     refuses to replace a file holding decisions not read back (--force replaces it). Reads
     the gateway's database only, and also prints the pay per hour the study's reward comes to.
 
@@ -526,13 +548,16 @@ def decide_command(edited: Path, study_path: Path, database: str | None, url: st
 @click.option("--group-name",
               help="The name of that participant group [default: '<study>: passed the "
               "qualification'].")
-@click.option("--prolific-token", "token", envvar=TOKEN_VARIABLE, show_envvar=True,
-              help="Prolific API token, for --send. Never printed. Safer in the environment "
-              "variable: a command line shows in the process list and the shell's history.")
-@click.option("--prolific-url", "api_url", default=API_URL, show_default=True,
-              help="Prolific's API address (https; http only on this machine).")
+@click.option("--bonus-per-extra", metavar="AMOUNT", type=click.FloatRange(min=0),
+              help="A bonus per rating on a slot the adaptive rule added, e.g. 0.30, for each "
+              "approved submission (recorded once, then set up and paid on Prolific).")
+@click.option("--bonus-per-gold", metavar="AMOUNT", type=click.FloatRange(min=0),
+              help="A bonus per gold rating within the qualification's distance of its "
+              "reference, for each approved submission.")
+@_prolific_options
 def pay_command(study_path: Path, database: str | None, send: bool, files_dir: Path | None,
-                workspace_id: str | None, group_name: str | None, token: str | None,
+                workspace_id: str | None, group_name: str | None,
+                bonus_per_extra: float | None, bonus_per_gold: float | None, token: str | None,
                 api_url: str) -> None:
     """Carry the recorded decisions out on Prolific: a dry run unless --send.
 
@@ -541,7 +566,7 @@ def pay_command(study_path: Path, database: str | None, send: bool, files_dir: P
     sends nothing; each action sent is recorded, so running it again sends only what is left.
     --prolific-files writes the decisions as files for Prolific's own screens (no token
     needed): those not sent yet to approve or reject by hand, those Prolific accepted listed
-    apart.
+    apart. --bonus-per-extra and --bonus-per-gold add bonuses, set up then paid once.
 
     Example:
 
@@ -549,24 +574,134 @@ def pay_command(study_path: Path, database: str | None, send: bool, files_dir: P
 
         PROLIFIC_TOKEN=... sotopia-ls study pay --study study.json --send
 
+        PROLIFIC_TOKEN=... sotopia-ls study pay --study study.json --send --bonus-per-extra 0.30
+
         sotopia-ls study pay --study study.json --prolific-files paid/
     """
     _, _, store = _web_stack()
     from .payment.apply import apply_decisions
+    from .payment.bonus import BonusRule
     from .payment.prolific import Prolific
 
     with failures_as_messages():
         study = read_study(study_path)
         engine = store.open_store(database or study.database)
         prolific = Prolific(token, base_url=api_url) if token else None
+        rule = BonusRule(per_extra=round((bonus_per_extra or 0) * 100),
+                         per_gold=round((bonus_per_gold or 0) * 100))
         done = apply_decisions(engine, study, prolific=prolific, send=send, files_dir=files_dir,
-                               group_name=group_name, workspace_id=workspace_id)
+                               group_name=group_name, workspace_id=workspace_id,
+                               bonus_rule=rule or None)
     for line in done.lines():
         click.echo(line)
     if done.sent is not None and done.sent.failures:
         raise click.ClickException(f"{len(done.sent.failures)} action(s) failed (above); run "
                                    "the same command again once fixed: it sends only what is "
                                    "left")
+
+
+@study_command.command("publish")
+@_study_option
+@_database_option
+@click.option("--prolific-project", "project_id", required=True,
+              help="The Prolific project the study is made in (the id in the address of the "
+              "project's page on Prolific).")
+@click.option("--gateway", "gateway_url", required=True,
+              help="The gateway's public https address, e.g. https://rate.example.org.")
+@click.option("--minutes", type=click.IntRange(1, 600),
+              help="Prolific's estimated completion time, in minutes [default: the --pilot's "
+              "median minutes per visit].")
+@click.option("--pilot", "pilot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A pilot's study file: its measured median minutes per visit estimate the "
+              "time.")
+@click.option("--places", type=click.IntRange(1),
+              help="Places on Prolific [default: episodes × k ÷ m, rounded up].")
+@click.option("--send", is_flag=True, help="Create the draft (needs a Prolific API token); its "
+              "id is written into the study file, so a rerun creates nothing.")
+@_prolific_options
+def publish_command(study_path: Path, database: str | None, project_id: str, gateway_url: str,
+                    minutes: int | None, pilot_path: Path | None, places: int | None,
+                    send: bool, token: str | None, api_url: str) -> None:
+    """Create the study on Prolific as a draft, from the study file: a dry run unless --send.
+
+    The draft holds the gateway's link with Prolific's three placeholders, every code of the
+    study file with its type and action, a main study's filter on its qualification round's
+    participant group, the places, the estimated minutes and the reward (warning under
+    Prolific's minimum pay). Publish the draft on Prolific once checked.
+
+    Example:
+
+        sotopia-ls study publish --prolific-project 6530aa0f... --gateway https://rate.example.org --minutes 12
+
+        PROLIFIC_TOKEN=... sotopia-ls study publish --prolific-project 6530aa0f... --gateway https://rate.example.org --pilot pilot.json --send
+    """
+    serve, _, store = _web_stack()
+    from .payment.hourly import hourly_pay
+    from .payment.prolific import Prolific
+    from .payment.publish import publish_study
+
+    if not gateway_url.startswith("https://"):
+        raise click.UsageError("--gateway must be the gateway's public https:// address")
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        pilot = read_study(pilot_path) if pilot_path else None
+        measured = hourly_pay(store.open_store(pilot.database), pilot) if pilot else None
+        done = publish_study(
+            engine, study, study_path, study_url=serve.participant_link(study, gateway_url),
+            project_id=project_id, send=send, minutes=minutes, pilot=measured, places=places,
+            prolific=Prolific(token, base_url=api_url) if token else None)
+    for line in done.lines():
+        click.echo(line)
+
+
+@study_command.command("follow")
+@_study_option
+@_database_option
+@click.option("--every", type=click.FloatRange(min=5), metavar="SECONDS",
+              help="Poll again every SECONDS until stopped (Ctrl-C) [default: once].")
+@click.option("--subscribe", "gateway_url", metavar="URL",
+              help="Instead of polling, subscribe the workspace's submission status changes to "
+              f"the gateway's public https address URL (calls go to URL{HOOK_PATH}); a "
+              "subscription made before is kept. Needs --workspace.")
+@click.option("--workspace", "workspace_id", help="The Prolific workspace, for --subscribe.")
+@_prolific_options
+def follow_command(study_path: Path, database: str | None, every: float | None,
+                   gateway_url: str | None, workspace_id: str | None, token: str | None,
+                   api_url: str) -> None:
+    """Read each submission's status from Prolific, for a gateway Prolific's webhook cannot reach.
+
+    A submission returned or timed out frees its participant's episodes at once, for the next
+    participant; `study status` and the review show each status. A gateway with a public
+    address takes Prolific's webhook calls instead (`study serve --prolific-hook-secret`).
+
+    Example:
+
+        PROLIFIC_TOKEN=... sotopia-ls study follow --study study.json --every 30
+
+        PROLIFIC_TOKEN=... sotopia-ls study follow --subscribe https://rate.example.org --workspace 6530aa0f...
+    """
+    _, _, store = _web_stack()
+    from .payment.follow import poll_submissions
+    from .payment.prolific import Prolific
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        engine = store.open_store(database or study.database)
+        prolific = Prolific.from_environment(token, base_url=api_url)
+        if gateway_url is not None:
+            if not gateway_url.startswith("https://") or not workspace_id:
+                raise click.UsageError("--subscribe takes the gateway's public https:// "
+                                       "address, with --workspace ID")
+            made = prolific.subscribe(workspace_id, gateway_url.rstrip("/") + HOOK_PATH)
+            click.echo(f"subscription {made.id}: {made.event_type} to {made.target_url}")
+            return
+        while True:
+            counts = poll_submissions(engine, study, prolific)
+            click.echo(f"study {study.name}: on Prolific: {_by_kind(counts)}")
+            if every is None:
+                return
+            time.sleep(every)
 
 
 @study_command.command("fetch-editor")

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, and_, func, select
 
 from ..exporter.protocol import QUALIFICATION_ROUND, median_minutes
 from ..labelstudio.tasks import REVIEW_DECISIONS
+from .payment.bonus import bonus_totals
 from .screening.practice import training_figures
 from .screening.qualification import participant_verdicts
 from .screening.review import DECISIONS, thresholds
@@ -114,6 +115,8 @@ def study_protocol(engine: Engine, study: StudyFile) -> dict[str, Any]:
         "decisions": {kind: decided.get(kind, 0) for kind in (
             DECISIONS if study.qualification is not None or study.practice is not None
             else REVIEW_DECISIONS)},
+        "bonuses": {**bonus_totals(engine, name),
+                    "currency": study.reward.currency if study.reward else None},
     }
 
 

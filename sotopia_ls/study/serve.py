@@ -112,13 +112,15 @@ def server_settings(*, public: bool = False) -> dict[str, Any]:
 
 
 def serve_study(study: StudyFile, client: Client, *, database: str | None = None,
-                host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False) -> None:
-    """Run the gateway until stopped, as ``server_settings`` says."""
+                host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, public: bool = False,
+                hook_secret: str | None = None) -> None:
+    """Run the gateway until stopped, as ``server_settings`` says; with ``hook_secret``,
+    taking Prolific's webhook calls."""
     check_bind(host, public)
     secret = study.secret()
     editor = find_editor()
     engine = open_store(database or study.database)
     gateway = prepare_gateway(study, client, engine)
     app = create_app(gateway, secret=secret, editor=editor, https_only=public,
-                     dashboard_token=study.dashboard_token())
+                     dashboard_token=study.dashboard_token(), hook_secret=hook_secret)
     uvicorn.run(app, host=host, port=port, **server_settings(public=public))

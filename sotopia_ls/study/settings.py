@@ -177,6 +177,15 @@ class Reward(BaseModel):
     currency: Currency = Field(description="The currency of the reward.")
 
 
+class OnProlific(BaseModel):
+    """The study's draft on Prolific, made by ``study publish --send``: a rerun creates none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    study_id: str = Field(pattern=_CODE, description="The Prolific study's id.")
+    project_id: str = Field(pattern=_CODE, description="The Prolific project it is in.")
+
+
 class StudyFile(BaseModel):
     """One study: its project, how episodes are shared out, and how participants leave."""
 
@@ -224,6 +233,8 @@ class StudyFile(BaseModel):
     reward: Reward | None = Field(None, description=(
         "Prolific's reward per submission, for the pay per hour `study status` and `study "
         "review` estimate; none: no estimate."))
+    prolific: OnProlific | None = Field(None, description=(
+        "The study on Prolific, once `study publish --send` made it; none: not yet."))
 
     _addresses = field_validator("completion_url", "no_slots_url")(_web_address)
 

@@ -46,6 +46,30 @@ class PracticeStanding(StrEnum):
     FAILED = "failed"  # every attempt used, none passed: screened out
 
 
+class SubmissionStatus(StrEnum):
+    """A submission's status on Prolific (``prolific_statuses.status``), as its API spells it;
+    one it adds later is kept as Prolific spelled it."""
+
+    ACTIVE = "ACTIVE"
+    AWAITING_REVIEW = "AWAITING REVIEW"
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+    RETURNED = "RETURNED"
+    TIMED_OUT = "TIMED-OUT"
+    SCREENED_OUT = "SCREENED-OUT"
+
+
+class BonusState(StrEnum):
+    """A bulk bonus on Prolific (``bonus_payments.state``): set up, then paid in a second
+    call that is not idempotent, so the call is recorded before it is sent."""
+
+    SET_UP = "set_up"  # Prolific holds it, unpaid: the next `study pay --send` pays it
+    PAYING = "paying"  # the pay call was sent and no answer came: never sent again
+    PAID = "paid"  # Prolific accepted the pay call
+
+
+# Submissions whose participant left the study on Prolific: their visit's leases are freed.
+LEFT_PROLIFIC = (SubmissionStatus.RETURNED, SubmissionStatus.TIMED_OUT)
 # Every state of a rating the participant submitted, whether or not it fills a slot or reaches
 # Label Studio: what a visit has rated.
 SUBMITTED = (AssignmentState.SAVING, AssignmentState.SAVED, AssignmentState.SURPLUS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta, timezone
 from pathlib import Path
 
@@ -23,7 +23,16 @@ from .screening.visible import Quartiles, clipped_count, participant_quartiles, 
 from .settings import StudyFile, without_password
 from .slots.leases import AddedSlots, FailedSave, added_slots, failed_saves
 from .states import SUBMITTED, AssignmentState, Outcome, SlotState
-from .store import assignments, aware, gold, now, participants, slots, visits
+from .store import (
+    assignments,
+    aware,
+    gold,
+    now,
+    participants,
+    prolific_statuses,
+    slots,
+    visits,
+)
 
 
 # A rating waiting this long has missed several of the writers' sweeps after the longest the
@@ -64,6 +73,7 @@ class StudyStatus:
     users_waiting: int = 0  # participants whose first rating waits: their Label Studio user too
     recorded_lately: int = 0  # ratings recorded for Label Studio in the last TREND_SECONDS
     saved_lately: int = 0     # ratings saved in Label Studio in the last TREND_SECONDS
+    on_prolific: dict[str, int] = field(default_factory=dict)  # visits by Prolific's status
 
     def lines(self, study: StudyFile, options: str) -> list[str]:
         """The report; ``options`` name the study to the commands it suggests
@@ -82,6 +92,9 @@ class StudyStatus:
             f"  active leases:        {self.active_leases}",
             f"  participants:         {self.participants} ({self.visits_completed} completed, "
             f"{self.visits_no_slots} found no slot, {self.visits_under_way} under way)",
+            *(["  on Prolific:          " + ", ".join(
+                f"{status} {count}" for status, count in sorted(self.on_prolific.items()))]
+              if self.on_prolific else []),
             f"  ratings:              {self.saved} saved in Label Studio, {len(self.failed)} "
             f"refused by Label Studio, {self.shelved} shelved and {self.surplus} surplus (both "
             f"kept in the gateway database), {self.late} after their lease expired",
@@ -228,6 +241,11 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
             select(visits.c.outcome, func.count())
             .join(participants, participants.c.id == visits.c.participant_id)
             .where(participants.c.study == name).group_by(visits.c.outcome)).all())
+        on_prolific = dict(conn.execute(
+            select(prolific_statuses.c.status, func.count())
+            .join(visits, visits.c.id == prolific_statuses.c.visit_id)
+            .join(participants, participants.c.id == visits.c.participant_id)
+            .where(participants.c.study == name).group_by(prolific_statuses.c.status)).all())
     return StudyStatus(
         episodes=len(per_task),
         done=sum(1 for done, _, held in per_task if done == held),
@@ -258,6 +276,7 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
         users_waiting=users_waiting,
         recorded_lately=recorded_lately or 0,
         saved_lately=saved_lately or 0,
+        on_prolific=on_prolific,
     )
 
 

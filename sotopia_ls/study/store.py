@@ -258,6 +258,46 @@ prolific_actions = Table(
     _time("sent_at", nullable=False),
 )
 
+# Each submission's last status on Prolific (a ``SubmissionStatus``), from its signed webhook
+# calls or from polling the study's submissions. A table of its own, so that databases made
+# before it get it too.
+prolific_statuses = Table(
+    "prolific_statuses", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("status", String(32), nullable=False),
+    _time("changed_at", nullable=False),
+)
+
+# The signature of every webhook call taken: the same call again is a replay, refused.
+prolific_hooks = Table(
+    "prolific_hooks", metadata,
+    Column("signature", String(64), primary_key=True),
+    _time("received_at", nullable=False),
+)
+
+# A bulk bonus set up on Prolific (its id Prolific's), in a ``BonusState``. A table of its
+# own, so that databases made before it get it too.
+bonus_payments = Table(
+    "bonus_payments", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("study", String(64), nullable=False),
+    Column("prolific_study_id", String(64), nullable=False),
+    Column("state", String(8), nullable=False),
+    _time("set_up_at", nullable=False),
+    _time("paid_at"),  # when the pay call was sent
+)
+
+# A submission's bonus, recorded once (in hundredths of the currency, with why), then set up
+# in a bulk bonus (``payment_id``; none: not yet).
+bonuses = Table(
+    "bonuses", metadata,
+    Column("visit_id", ForeignKey("visits.id"), primary_key=True),
+    Column("cents", Integer, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("payment_id", ForeignKey("bonus_payments.id")),
+    _time("recorded_at", nullable=False),
+)
+
 # A qualification round's allow-list as a participant group on Prolific, made once.
 prolific_groups = Table(
     "prolific_groups", metadata,

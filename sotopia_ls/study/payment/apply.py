@@ -34,6 +34,17 @@ from ..store import (
     prolific_groups,
     visits,
 )
+from ..states import BonusState
+from .bonus import (
+    Bonus,
+    BonusPlan,
+    BonusRule,
+    bulk_bonuses,
+    pay,
+    plan_bonuses,
+    record_bonuses,
+    set_up,
+)
 from .prolific import (
     BULK_APPROVE_LIMIT,
     Prolific,
@@ -96,16 +107,17 @@ class Plan:
     sent: tuple[SubmissionDecision, ...]  # sent already as decided
     group: GroupPlan | None
     screened_out: int = 0  # a qualification round's screen-outs: nothing to send
+    bonuses: BonusPlan | None = None
 
     def lines(self) -> list[str]:
-        """The plan, one line per action, as ``study pay`` prints it."""
+        """The plan as ``study pay`` prints it: the counts, each action's lines in the order
+        of ``ACTIONS``, then what is not sent (waiting, screened out, conflicts)."""
         requests = -(-len(self.approvals) // BULK_APPROVE_LIMIT)
         out = [(f"study {self.study}: {len(self.approvals)} to approve (in {requests} "
                 f"bulk-approve request(s)), {len(self.rejections)} to reject, "
                 f"{len(self.waiting)} waiting for your decision, {len(self.conflicts)} "
                 f"conflict(s), {len(self.sent)} sent before")]
-        out += [f"approve  {d.subject}" for d in self.approvals]
-        out += [f"reject   {d.subject} {d.category}: {d.message}" for d in self.rejections]
+        out += [line for action in ACTIONS for line in action.planned(self)]
         out += [f"look     {d.subject}: waiting for you; write approve or reject in the review "
                 "file" for d in self.waiting]
         if self.screened_out:
@@ -114,20 +126,14 @@ class Plan:
         out += [f"conflict {d.subject}: {_SENT[d.sent or '']} on Prolific already, now "
                 f"{d.decision!r} in the review; not sent (Prolific cannot undo a status change)"
                 for d in self.conflicts]
-        group = self.group
-        if group and group.new_members:
-            where = (f"participant group {group.group_id}" if group.group_id
-                     else f"a new participant group {group.name!r} in workspace "
-                     + (group.workspace_id or "? (give --workspace ID to send it)"))
-            out.append(f"group    add {len(group.new_members)} passer(s) of {group.qualification}"
-                       f" to {where}: " + ", ".join(group.new_members))
         return out
 
 
 def plan_payment(engine: Engine, study: StudyFile, group_name: str,
-                 workspace_id: str | None = None) -> Plan:
+                 workspace_id: str | None = None, bonus_rule: BonusRule | None = None) -> Plan:
     """What is left to send for ``study``'s decisions (and its allow-list, if it is a
-    qualification round); a rejection Prolific would refuse stops it, naming the participant."""
+    qualification round, and its bonuses: ``bonus_rule``'s and those not paid yet); a
+    rejection Prolific would refuse stops it, naming the participant."""
     kinds: dict[str, list[SubmissionDecision]] = {kind: [] for kind in (*DECISIONS, "conflict",
                                                                         "sent")}
     for decided in _decided(engine, study.name):
@@ -151,7 +157,8 @@ def plan_payment(engine: Engine, study: StudyFile, group_name: str,
                 rejections=tuple(kinds["reject"]), waiting=tuple(kinds["look"]),
                 conflicts=tuple(kinds["conflict"]), sent=tuple(kinds["sent"]),
                 screened_out=len(kinds[SCREENED_OUT]),
-                group=_group_plan(engine, study, group_name, workspace_id))
+                group=_group_plan(engine, study, group_name, workspace_id),
+                bonuses=plan_bonuses(engine, study, bonus_rule))
 
 
 def _decided(engine: Engine, study: str) -> list[SubmissionDecision]:
@@ -205,13 +212,15 @@ class Sent:
     rejected: list[SubmissionDecision] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     group_id: str | None = None
+    bonused: list[Bonus] = field(default_factory=list)  # set up in this run
+    set_up: list[str] = field(default_factory=list)  # the bulk bonuses set up
+    paid: list[str] = field(default_factory=list)  # the bulk bonuses paid
     failures: list[str] = field(default_factory=list)
     stopped: bool = False  # Prolific unavailable: what came after the failure was not tried
 
     def lines(self) -> list[str]:
-        out = [f"sent: {len(self.approved)} approved, {len(self.rejected)} rejected"
-               + (f", {len(self.added)} added to participant group {self.group_id}"
-                  if self.added else "")]
+        done = [told for action in ACTIONS if (told := action.sent(self))]
+        out = ["sent: " + ", ".join(done)]
         out += [f"failed: {failure}" for failure in self.failures]
         if self.stopped:
             out.append("stopped: Prolific is unavailable; run the same command again later, "
@@ -219,25 +228,27 @@ class Sent:
         return out
 
 
+# One request to Prolific and what its failure adds to Prolific's message.
+Step = tuple[Callable[[], None], str]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One kind of change ``study pay`` makes on Prolific: its lines in the plan, the steps
+    that send it (each recorded as soon as Prolific accepted it), and what a run sent of it
+    (None: nothing to say). ``send_plan`` runs ``ACTIONS`` in order, knowing none of them."""
+
+    planned: Callable[[Plan], list[str]]
+    steps: Callable[[Engine, Prolific, Plan, Sent], list[Step]]
+    sent: Callable[[Sent], str | None]
+
+
 def send_plan(engine: Engine, prolific: Prolific, plan: Plan) -> Sent:
-    """Send ``plan``: approvals, then rejections, then the group; each action is recorded as
-    soon as Prolific accepted it. A refusal is noted and the rest still sent; Prolific
-    unavailable after its retries stops the run."""
-    group = plan.group
-    if group and group.new_members and group.group_id is None and not group.workspace_id:
-        raise StudyError(f"study {plan.study}: making the participant group {group.name!r} "
-                         "needs the Prolific workspace it belongs in: give --workspace ID "
-                         "(the id in the address of the workspace's page on Prolific)")
-    sent = Sent(group_id=group.group_id if group else None)
-    # Each step with what its failure adds to Prolific's message (which names the submission).
-    steps: list[tuple[Callable[[], None], str]] = [
-        *((partial(_approve, engine, prolific, chunk, sent), "")
-          for chunk in _chunks(plan.approvals)),
-        *((partial(_reject, engine, prolific, d, sent), f" (participant {d.participant_id})")
-          for d in plan.rejections),
-    ]
-    if group and group.new_members:
-        steps.append((partial(_extend_group, engine, prolific, group, sent), ""))
+    """Send ``plan``, action by action (``ACTIONS``); every step is made before the first is
+    sent, so a plan that cannot be sent sends nothing. A refusal is noted and the rest still
+    sent; Prolific unavailable after its retries stops the run."""
+    sent = Sent(group_id=plan.group.group_id if plan.group else None)
+    steps = [step for action in ACTIONS for step in action.steps(engine, prolific, plan, sent)]
     for step, who in steps:
         try:
             step()
@@ -248,6 +259,38 @@ def send_plan(engine: Engine, prolific: Prolific, plan: Plan) -> Sent:
         except ProlificError as exc:
             sent.failures.append(f"{exc}{who}")
     return sent
+
+
+def _approvals(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    return [(partial(_approve, engine, prolific, chunk, sent), "")
+            for chunk in _chunks(plan.approvals)]
+
+
+def _rejections(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    return [(partial(_reject, engine, prolific, d, sent), f" (participant {d.participant_id})")
+            for d in plan.rejections]
+
+
+def _group_steps(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    group = plan.group
+    if not (group and group.new_members):
+        return []
+    if group.group_id is None and not group.workspace_id:
+        raise StudyError(f"study {plan.study}: making the participant group {group.name!r} "
+                         "needs the Prolific workspace it belongs in: give --workspace ID "
+                         "(the id in the address of the workspace's page on Prolific)")
+    return [(partial(_extend_group, engine, prolific, group, sent), "")]
+
+
+def _group_lines(plan: Plan) -> list[str]:
+    group = plan.group
+    if not (group and group.new_members):
+        return []
+    where = (f"participant group {group.group_id}" if group.group_id
+             else f"a new participant group {group.name!r} in workspace "
+             + (group.workspace_id or "? (give --workspace ID to send it)"))
+    return [f"group    add {len(group.new_members)} passer(s) of {group.qualification} to "
+            f"{where}: " + ", ".join(group.new_members)]
 
 
 def _chunks(approvals: Sequence[SubmissionDecision]) -> list[Sequence[SubmissionDecision]]:
@@ -317,6 +360,56 @@ def _extend_group(engine: Engine, prolific: Prolific, group: GroupPlan, sent: Se
     sent.added.extend(members)
 
 
+def _bonus_steps(engine: Engine, prolific: Prolific, plan: Plan, sent: Sent) -> list[Step]:
+    """Record the rule's bonuses, set up those owed (one bulk bonus per Prolific study), then
+    pay every bulk bonus set up and not paid."""
+    bonus = plan.bonuses
+    if bonus is None or not (bonus.new or bonus.waiting or bonus.to_pay):
+        return []
+    owed: dict[str, list[Bonus]] = {}
+    for each in (*bonus.new, *bonus.waiting):
+        owed.setdefault(each.prolific_study, []).append(each)
+    return [(partial(record_bonuses, engine, bonus.new), ""),
+            *((partial(_set_up, engine, prolific, plan.study, study, group, sent), "")
+              for study, group in owed.items()),
+            (partial(_pay_bonuses, engine, prolific, plan.study, sent), "")]
+
+
+def _set_up(engine: Engine, prolific: Prolific, study: str, prolific_study: str,
+            owed: list[Bonus], sent: Sent) -> None:
+    sent.set_up.append(set_up(engine, prolific, study, prolific_study, owed))
+    sent.bonused.extend(owed)
+
+
+def _pay_bonuses(engine: Engine, prolific: Prolific, study: str, sent: Sent) -> None:
+    """Pay each bulk bonus of ``study`` set up and not paid, as it stands now."""
+    for bulk_id in bulk_bonuses(engine, study, BonusState.SET_UP):
+        try:
+            if pay(engine, prolific, bulk_id):
+                sent.paid.append(bulk_id)
+        except ProlificRefused as exc:
+            sent.failures.append(str(exc))
+
+
+# What ``study pay`` sends, in this order: approvals first (they pay), then rejections, then a
+# qualification round's passers as a participant group, then bonuses.
+ACTIONS: tuple[Action, ...] = (
+    Action(planned=lambda plan: [f"approve  {d.subject}" for d in plan.approvals],
+           steps=_approvals, sent=lambda sent: f"{len(sent.approved)} approved"),
+    Action(planned=lambda plan: [f"reject   {d.subject} {d.category}: {d.message}"
+                                 for d in plan.rejections],
+           steps=_rejections, sent=lambda sent: f"{len(sent.rejected)} rejected"),
+    Action(planned=_group_lines, steps=_group_steps,
+           sent=lambda sent: f"{len(sent.added)} added to participant group {sent.group_id}"
+           if sent.added else None),
+    Action(planned=lambda plan: plan.bonuses.lines() if plan.bonuses else [],
+           steps=_bonus_steps,
+           sent=lambda sent: f"bonuses of {len(sent.bonused)} submission(s) set up in "
+           f"{len(sent.set_up)} bulk bonus(es), {len(sent.paid)} bulk bonus(es) paid"
+           if sent.set_up or sent.paid else None),
+)
+
+
 def write_prolific_files(plan: Plan, folder: Path) -> list[Path]:
     """The plan as the files Prolific's screens take, replacing ``folder`` whole: per Prolific
     study, the decisions not sent yet in ``approve-<study id>.txt`` (participant ids one a
@@ -374,7 +467,8 @@ class Payment:
 
 def apply_decisions(engine: Engine, study: StudyFile, *, prolific: Prolific | None,
                     send: bool = False, files_dir: Path | None = None,
-                    group_name: str | None = None, workspace_id: str | None = None) -> Payment:
+                    group_name: str | None = None, workspace_id: str | None = None,
+                    bonus_rule: BonusRule | None = None) -> Payment:
     """Carry out ``study``'s recorded decisions on Prolific: the plan alone (a dry run), or,
     with ``send``, the plan sent through ``prolific`` and recorded as it goes; then, with
     ``files_dir``, the decisions as they stand as files for Prolific's screens."""
@@ -382,7 +476,7 @@ def apply_decisions(engine: Engine, study: StudyFile, *, prolific: Prolific | No
         raise StudyError("sending to Prolific needs its API token: set PROLIFIC_TOKEN, or write "
                          "the files for Prolific's own screens with --prolific-files DIR")
     name = group_name or default_group_name(study)
-    plan = plan_payment(engine, study, name, workspace_id)
+    plan = plan_payment(engine, study, name, workspace_id, bonus_rule)
     sent = send_plan(engine, prolific, plan) if send and prolific else None
     files: list[Path] = []
     if files_dir is not None:  # what this run sent is among the sent ones

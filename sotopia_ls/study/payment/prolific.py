@@ -1,5 +1,5 @@
-"""Prolific's API: the calls a study's review makes (approve, reject, bulk-approve, list a
-study's submissions, participant groups for a qualification round).
+"""Prolific's API: the calls a study makes (create its draft, approve, reject, bulk-approve,
+list a study's submissions, participant groups for a qualification round, bonuses).
 
 Requests follow the package's HTTP rules (``sotopia_ls.remote``); the token goes into the
 ``Authorization`` header only and is cut out of every message. What Prolific expects of each
@@ -8,6 +8,9 @@ call, and the exception tree, are in docs/gateway.md, "Prolific's API".
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -37,6 +40,15 @@ RETRIES = 3
 _MOST_PAGES = 1000
 _REASON_LENGTH = 300
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# Prolific's webhook calls (``follow``): where the gateway takes them, and how they are signed.
+HOOK_PATH = "/prolific/hook"
+HOOK_SECRET_ENV = "SOTOPIA_LS_PROLIFIC_HOOK_SECRET"
+# A call whose timestamp is further than this from the gateway's clock is refused (seconds).
+HOOK_TOLERANCE = 300
+SIGNATURE_HEADER = "X-Prolific-Request-Signature"
+TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
+SUBMISSION_EVENT = "submission.status.change"
+HOOK_CONFIRMATION_HEADER = "X-Hook-Secret"
 
 
 class ProlificError(SotopiaLSError):
@@ -100,6 +112,29 @@ class ParticipantGroup(_Wire):
 class _ListedGroup(ParticipantGroup):
     workspace_id: str | None = None
     is_deleted: bool | None = None
+
+
+class DraftStudy(_Wire):
+    """A study as Prolific answers it (``create_study``, ``project_studies``)."""
+
+    id: str
+    status: str | None = None
+    internal_name: str | None = None
+
+
+class Subscription(_Wire):
+    """A webhook subscription of a workspace (``subscribe``)."""
+
+    id: str
+    event_type: str
+    target_url: str
+    workspace_id: str | None = None
+
+
+class BulkBonus(_Wire):
+    """A bulk bonus Prolific set up (``set_up_bonuses``), not paid yet."""
+
+    id: str
 
 
 class _Membership(_Wire):
@@ -216,6 +251,58 @@ class Prolific:
         return [_parsed(_Membership, item, f"{action} {subject}").participant_id
                 for item in pages]
 
+    def create_study(self, body: dict[str, Any]) -> DraftStudy:
+        """A draft study made of ``body`` (Prolific's fields); sent once, never again after a
+        failure (a lost answer may hide a study made: ``project_studies`` finds it)."""
+        subject = f"study {body.get('internal_name')!r}"
+        return _parsed(DraftStudy, self._send("POST", "studies/", subject, "create", body,
+                                              once=True), f"create {subject}")
+
+    def project_studies(self, project_id: str) -> list[DraftStudy]:
+        """The studies of a Prolific project, all pages."""
+        action, subject = "list the studies of", f"project {project_id}"
+        return [_parsed(DraftStudy, item, f"{action} {subject}") for item in self._pages(
+            _path("projects", project_id, "studies"), subject, action)]
+
+    def subscribe(self, workspace_id: str, target_url: str,
+                  event_type: str = SUBMISSION_EVENT) -> Subscription:
+        """The workspace's subscription of ``target_url`` to ``event_type``: one made before
+        is taken, else one is made (sent once) and confirmed with the ``X-Hook-Secret`` its
+        answer carries (that secret is not the one calls are signed with)."""
+        action, subject = "subscribe", f"{target_url} to {event_type}"
+        listed = [_parsed(Subscription, item, f"{action} {subject}") for item in self._pages(
+            "hooks/subscriptions/?" + urlencode({"workspace_id": workspace_id}), subject, action)]
+        found = next((s for s in listed if (s.target_url, s.event_type, s.workspace_id)
+                      == (target_url, event_type, workspace_id)), None)
+        if found is not None:
+            return found
+        answer = self._send("POST", "hooks/subscriptions/", subject, action,
+                            {"event_type": event_type, "target_url": target_url,
+                             "workspace_id": workspace_id}, once=True, whole=True)
+        made = _parsed(Subscription, _json(answer, f"{action} {subject}"), f"{action} {subject}")
+        confirm = answer.headers.get(HOOK_CONFIRMATION_HEADER)
+        if not confirm:
+            raise ProlificUnavailable(f"{action} {subject}: Prolific's answer has no "
+                                      f"{HOOK_CONFIRMATION_HEADER} to confirm it with")
+        keep_secret(confirm)
+        self._send("POST", _path("hooks", "subscriptions", made.id), subject,
+                   "confirm the subscription of", {"secret": confirm}, read=False)
+        return made
+
+    def set_up_bonuses(self, study_id: str, amounts: Sequence[tuple[str, int]]) -> BulkBonus:
+        """Set up a bulk bonus of ``amounts`` (submission id, hundredths of the currency);
+        nothing is paid, so a repeat after a lost answer costs nothing."""
+        subject = f"bonuses of study {study_id} ({len(amounts)})"
+        lines = "".join(f"{submission},{cents / 100:.2f}\n" for submission, cents in amounts)
+        return _parsed(BulkBonus, self._send(
+            "POST", "submissions/bonus-payments/", subject, "set up",
+            {"study_id": study_id, "csv_bonuses": lines}), f"set up {subject}")
+
+    def pay_bonuses(self, bulk_id: str) -> None:
+        """Pay a bulk bonus set up before; sent once, never again (a second call pays twice)."""
+        self._send("POST", _path("bulk-bonus-payments", bulk_id, "pay"),
+                   f"bulk bonus {bulk_id}", "pay", None, read=False, once=True)
+
     def _pages(self, path: str, subject: str, action: str) -> Iterator[dict[str, Any]]:
         url: str | None = self.base_url + path
         for _ in range(_MOST_PAGES):
@@ -230,10 +317,11 @@ class Prolific:
         raise ProlificError(f"{action} {subject}: more than {_MOST_PAGES} pages")
 
     def _send(self, method: str, path: str, subject: str, action: str,
-              body: dict[str, Any] | None = None, read: bool = True, once: bool = False) -> Any:
+              body: dict[str, Any] | None = None, read: bool = True, once: bool = False,
+              whole: bool = False) -> Any:
         """The JSON answer to one request (None unless ``read``: a call that uses no answer
-        takes any success, whatever its body), sent again on a passing failure unless
-        ``once``."""
+        takes any success, whatever its body; the ``remote.Answer`` itself when ``whole``),
+        sent again on a passing failure unless ``once``."""
         url = path if path.startswith(self.base_url) else self.base_url + path
         try:
             answer = remote.send(
@@ -247,14 +335,9 @@ class Prolific:
             hint = f" (check {TOKEN_VARIABLE})" if answer.status in (401, 403) else ""
             raise ProlificRefused(f"{action} {subject}: Prolific answered HTTP {answer.status}"
                                   f"{hint}: {self._reason(answer)}", answer.status)
-        if not read:
-            return None
-        if not answer.body:
-            return {}
-        try:
-            return answer.json()
-        except (ValueError, RecursionError) as exc:
-            raise ProlificUnavailable(f"{action} {subject}: Prolific's answer is no JSON") from exc
+        if whole or not read:
+            return answer if whole else None
+        return _json(answer, f"{action} {subject}")
 
     def _reason(self, answer: remote.Answer) -> str:
         """Prolific's reason for a refusal, on one line, without the token."""
@@ -281,6 +364,16 @@ def _path(*segments: str) -> str:
         if not _ID.fullmatch(segment):
             raise ProlificError(f"{segment!r} is no Prolific id (letters, digits, - and _)")
     return "/".join(segments) + "/"
+
+
+def _json(answer: remote.Answer, where: str) -> Any:
+    """The answer's JSON ({} for an empty body)."""
+    if not answer.body:
+        return {}
+    try:
+        return answer.json()
+    except (ValueError, RecursionError) as exc:
+        raise ProlificUnavailable(f"{where}: Prolific's answer is no JSON") from exc
 
 
 def _parsed(model: type[_Answer], document: Any, where: str) -> _Answer:
@@ -329,3 +422,9 @@ def _invalid_rejection(exc: ValidationError) -> str:
             reasons.append(f"rejection category {error['input']!r} is none of Prolific's ("
                            + ", ".join(REJECTION_CATEGORIES) + ")")
     return "; ".join(reasons)
+
+
+def hook_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """Prolific's signature of a call: base64 of HMAC-SHA256(secret, timestamp + body)."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()

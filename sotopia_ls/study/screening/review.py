@@ -14,12 +14,13 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pydantic import ValidationError
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from ...errors import LabelStudioError, StudyError
 from ...exporter.cells import FORMULA_START, neutralized_frame
@@ -31,13 +32,16 @@ from ..payment.prolific import InvalidRejection, rejection
 from ..settings import StudyFile
 from ..states import FOR_LABEL_STUDIO, SUBMITTED, Outcome, PracticeStanding
 from ..store import (
+    add_once,
     assignments,
+    bonuses,
     decisions,
     episodes,
     gold,
     insert_of,
     now,
     participants,
+    prolific_statuses,
     visits,
 )
 from .flags import (
@@ -64,14 +68,18 @@ SCREENED_OUT = "screened_out"
 DECISIONS: tuple[str, ...] = (*REVIEW_DECISIONS, SCREENED_OUT)
 IDENTITY = ("participant", "submission")
 EDITABLE = ("decision", "message", "category")
+# An approved submission's bonus, in the currency (``2.50``): optional, recorded once by `study
+# decide` and paid by `study pay --send` (``payment/bonus.py``).
+BONUS = "bonus"
 
 
 def columns(flags: Sequence[Flag] = FLAGS) -> tuple[str, ...]:
     """The review file's columns, two for each flag of ``flags``."""
-    return (*IDENTITY, "outcome", "episodes", "gold_episodes", "minutes", "median_minutes",
+    return (*IDENTITY, "outcome", "prolific_status", "episodes", "gold_episodes", "minutes",
+            "median_minutes",
             *(f"{flag.name}.{count}" for flag in flags for count in ("fired", "judged")),
             "gold_distance", "qualification", "practice", "practice_attempts", "suggested",
-            "rule", "details", *EDITABLE)
+            "rule", "details", *EDITABLE, BONUS)
 
 
 # What each flag found, as a participant reads it in a rejection: ``fired`` and ``judged``
@@ -334,13 +342,13 @@ def _minutes(seconds: Sequence[float]) -> tuple[float | None, float | None]:
 
 
 def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
-         flags: Sequence[Flag]) -> dict[str, Any]:
+         flags: Sequence[Flag], status: str, bonus: str) -> dict[str, Any]:
     rule = suggestion(visit)
     minutes, median = _minutes([r.seconds for r in visit.rated if r.seconds is not None])
     distances = [r.distance for r in visit.rated if r.distance is not None]
     row: dict[str, Any] = {
         "participant": visit.participant, "submission": visit.submission,
-        "outcome": visit.outcome,
+        "outcome": visit.outcome, "prolific_status": status,
         "episodes": sum(not r.gold for r in visit.rated),
         "gold_episodes": sum(r.gold for r in visit.rated),
         "minutes": minutes, "median_minutes": median,
@@ -355,6 +363,7 @@ def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
         "details": "; ".join(f"task {r.task_id}: {name}: {detail}"
                              for r in visit.rated for name, detail in r.findings()),
     }
+    row[BONUS] = bonus
     if recorded is not None:
         return row | {"decision": recorded.decision, "message": recorded.message or "",
                       "category": recorded.category or ""}
@@ -366,13 +375,22 @@ def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
 def review_rows(engine: Engine, study: StudyFile,
                 flags: Sequence[Flag] = FLAGS) -> pd.DataFrame:
     """One row per visit of ``study`` (``columns(flags)``), its editable columns filled with
-    the decision recorded before, else the suggestion."""
+    the decision recorded before, else the suggestion; ``prolific_status`` is the submission's
+    last status on Prolific, as followed (``payment/follow.py``; blank: none known)."""
     found = read_visits(engine, study, flags)
+    ids = [v.id for v in found]
     with engine.connect() as conn:
         recorded = {row.visit_id: row for row in conn.execute(
-            select(decisions).where(decisions.c.visit_id.in_([v.id for v in found])))}
+            select(decisions).where(decisions.c.visit_id.in_(ids)))}
+        statuses = dict(conn.execute(select(prolific_statuses.c.visit_id,
+                                            prolific_statuses.c.status)
+                                     .where(prolific_statuses.c.visit_id.in_(ids))).all())
+        given = dict(conn.execute(select(bonuses.c.visit_id, bonuses.c.cents)
+                                  .where(bonuses.c.visit_id.in_(ids))).all())
     judged = thresholds(study)
-    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id), flags)
+    frame = pd.DataFrame([_row(visit, judged, recorded.get(visit.id), flags,
+                               statuses.get(visit.id, ""),
+                               f"{given[visit.id] / 100:.2f}" if visit.id in given else "")
                           for visit in found], columns=list(columns(flags)))
     return frame.astype({"gold_distance": "Int64"})
 
@@ -417,6 +435,7 @@ class Decided:
     decision: str
     message: str | None
     category: str | None
+    bonus_cents: int | None = None  # the optional bonus column, in hundredths
 
 
 def _plain(cell: str) -> str:
@@ -489,7 +508,24 @@ def _checked(row: dict[str, str], known: dict[str, list[Any]],
                            str(invalid)) from None
     if decision in ("approve", SCREENED_OUT):  # Prolific is sent no message
         message = category = ""
-    return Decided(visit.id, decision, message or None, category or None)
+    return Decided(visit.id, decision, message or None, category or None,
+                   _bonus(row.get(BONUS, ""), decision))
+
+
+def _bonus(cell: str, decision: str) -> int | None:
+    """The bonus cell in hundredths (None: empty); only an approved submission gets one."""
+    if not cell:
+        return None
+    try:
+        amount = Decimal(cell)
+    except InvalidOperation:
+        amount = Decimal("NaN")
+    if not amount.is_finite() or amount <= 0 or amount != round(amount, 2):
+        raise _BadCell(BONUS, f"{cell!r} is no amount of the currency above 0 with at most "
+                       "two decimals, e.g. 0.50")
+    if decision != "approve":
+        raise _BadCell(BONUS, "only an approved submission gets a bonus")
+    return int(amount * 100)
 
 
 def read_review(path: Path, engine: Engine, study: StudyFile) -> list[Decided]:
@@ -556,7 +592,21 @@ def record_decisions(engine: Engine, decided: Sequence[Decided]) -> Counter[str]
             conn.execute(insert_of(conn, decisions).values(visit_id=d.visit_id, **values)
                          .on_conflict_do_update(index_elements=["visit_id"], set_=values))
             recorded[d.decision] += 1
+        _record_bonuses(conn, [d for d in decided if d.bonus_cents is not None])
     return recorded
+
+
+def _record_bonuses(conn: Connection, decided: Sequence[Decided]) -> None:
+    """Each bonus of the file, recorded once: paid as recorded, it can no longer change."""
+    before = dict(conn.execute(select(bonuses.c.visit_id, bonuses.c.cents).where(
+        bonuses.c.visit_id.in_([d.visit_id for d in decided]))).all())
+    for d in decided:
+        if d.visit_id in before and before[d.visit_id] != d.bonus_cents:
+            raise StudyError(f"visit {d.visit_id}: its bonus is recorded as "
+                             f"{before[d.visit_id] / 100:.2f} already, and a bonus is paid "
+                             "once, as recorded: write that amount back")
+        add_once(conn, bonuses, {"visit_id": d.visit_id, "cents": d.bonus_cents,
+                                 "reason": "the review file's bonus", "recorded_at": now()})
 
 
 def mark_annotations(engine: Engine, study: StudyFile, client: Client,

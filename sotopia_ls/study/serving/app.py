@@ -30,6 +30,8 @@ from starlette.templating import Jinja2Templates
 
 from ..live.dashboard import Dashboard, dashboard_routes, participant_rows
 from ..live.snapshots import LiveFigures
+from ..payment.follow import HOOK_LIMIT, HookRefused, receive_hook
+from ..payment.prolific import HOOK_PATH
 from . import arrival
 from .editor import Editor
 from .flow import PAGE_SEQUENCE
@@ -104,10 +106,12 @@ async def _answers(request: Request, submit: Form | Script) -> BaseModel:
 def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: bool,
                pages: tuple[Page, ...] = PAGE_SEQUENCE,
                dashboard_token: str | None = None,
-               limits: Limits = GATEWAY_LIMITS) -> SecurityHeaders:
+               limits: Limits = GATEWAY_LIMITS,
+               hook_secret: str | None = None) -> SecurityHeaders:
     """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
     cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too;
-    ``limits`` say when the process is too busy to take a participant's request. The
+    ``limits`` say when the process is too busy to take a participant's request; with
+    ``hook_secret``, Prolific's webhook calls are taken at ``HOOK_PATH``. The
     security headers wrap the Starlette app itself: its error pages (500s included) are made
     inside Starlette, so they carry them too, as do the overload guard's 503s (``overload``)."""
     check_sequence(pages)
@@ -219,6 +223,16 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     def from_script(request: Request) -> bool:
         return request.url.path.endswith(script_paths)
 
+    async def prolific_hook(request: Request) -> Response:
+        """A call of Prolific's webhook: its status changes reach the visit (``follow``)."""
+        body = await bounded_body(request, HOOK_LIMIT)
+        try:
+            followed = await run_in_threadpool(receive_hook, engine, study.name,
+                                               hook_secret or "", request.headers, body)
+        except HookRefused as refusal:
+            return JSONResponse({"error": str(refusal)}, status_code=refusal.status)
+        return JSONResponse({"taken": followed is not None})
+
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -253,6 +267,7 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     return SecurityHeaders(OverloadGuard(Starlette(
         routes=[
             Route("/health", health),
+            *([Route(HOOK_PATH, prolific_hook, methods=["POST"])] if hook_secret else []),
             Route("/s/{study}", arrive),
             *(route for page in pages for route in page_routes(page)),
             *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only,

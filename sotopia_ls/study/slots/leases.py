@@ -425,6 +425,28 @@ def _new_assignment(conn: Connection, study: str, task_id: int, slot: int | None
         select(assignments).where(assignments.c.id == assignment_id)).one())
 
 
+def release_visit(conn: Connection, visit_id: int) -> list[int]:
+    """Free the slots the visit holds at once, inside a transaction already begun: its
+    participant left the study on Prolific. Their assignments become ``expired``, as when a
+    lease runs out, so a late submission is settled as one (``settle``). The ids released."""
+    held = select(assignments.c.id).where(assignments.c.visit_id == visit_id,
+                                          assignments.c.state == AssignmentState.LEASED)
+    # The slots first, then the assignments: the order ``settle`` locks them in.
+    conn.execute(select(slots.c.slot).where(slots.c.assignment_id.in_(held)).with_for_update())
+    released = list(conn.execute(held.with_for_update()).scalars())
+    _give_back(conn, released, SlotState.LEASED, AssignmentState.EXPIRED)
+    return released
+
+
+def _give_back(conn: Connection, chosen: list[int], held: SlotState,
+               state: AssignmentState) -> None:
+    """Free the slots the ``chosen`` assignments hold (``held``: leased or done) for another
+    participant, and put the assignments in ``state``."""
+    conn.execute(update(slots).where(slots.c.assignment_id.in_(chosen), slots.c.state == held)
+                 .values(state=SlotState.FREE, assignment_id=None, expires_at=None))
+    conn.execute(update(assignments).where(assignments.c.id.in_(chosen)).values(state=state))
+
+
 def mark_shown(engine: Engine, assignment_id: int) -> datetime:
     """When the assignment's episode was first shown (set on the first call only)."""
     with engine.begin() as conn:
@@ -635,11 +657,7 @@ def shelve_failed(engine: Engine, study: str, assignment_ids: list[int] | None) 
     the episode still gets k ratings in Label Studio. The ids shelved, ascending."""
     with engine.begin() as conn:
         chosen = _failed(conn, study, assignment_ids)
-        conn.execute(update(slots).where(slots.c.assignment_id.in_(chosen),
-                                         slots.c.state == SlotState.DONE)
-                     .values(state=SlotState.FREE, assignment_id=None, expires_at=None))
-        conn.execute(update(assignments).where(assignments.c.id.in_(chosen))
-                     .values(state=AssignmentState.SHELVED))
+        _give_back(conn, chosen, SlotState.DONE, AssignmentState.SHELVED)
     return chosen
 
 
