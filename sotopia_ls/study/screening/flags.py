@@ -344,10 +344,10 @@ def _stated(text: str) -> str:
     return " ".join(re.findall(r"[\w']+|[^\w\s]", text))
 
 
-def _states(patterns: Sequence[re.Pattern[str]], text: str, negated: bool = True) -> bool:
-    """Whether ``text`` (``_stated``) states one of ``patterns``; unless ``negated``, a match
-    under a negation does not count."""
-    return any(negated or not _NEGATED.search(text[:found.start()])
+def _states(patterns: Sequence[re.Pattern[str]], text: str, denied: bool = True) -> bool:
+    """Whether ``text`` (``_stated``) states one of ``patterns``; unless ``denied``, a match
+    under a negation ("did not improve") does not count."""
+    return any(denied or not _NEGATED.search(text[:found.start()])
                for pattern in patterns for found in pattern.finditer(text))
 
 
@@ -360,7 +360,8 @@ def contradiction(dimension: Dimension, rationale: str, score: int,
     cases, text = dimension.rationale_cases, _stated(rationale)
     if _states(cases.zero, text):
         return "states its zero case" if abs(score) > limits.zero_case_distance else None
-    gain, loss = (_states(cases.positive, text, False), _states(cases.negative, text, False))
+    gain, loss = (_states(cases.positive, text, denied=False),
+                  _states(cases.negative, text, denied=False))
     if score > 0 and loss and not gain:
         return "states a loss"
     if score < 0 and gain and not loss:
