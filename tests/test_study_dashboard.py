@@ -132,8 +132,11 @@ def test_the_dashboard_shows_the_reports_agreement_and_participants_never_reach_
         snapshot = wait_for(lambda: (found := live.latest_snapshot(served.engine, "pilot"))
                             and found.ratings == 12 and found, "snapshot of the twelve ratings")
 
+        # The page shows the snapshot once the worker has made the participants' rows too.
         with served.researcher() as researcher:
-            shown = researcher.get("/researcher/pilot/figures").json()
+            shown = wait_for(lambda: (got := researcher.get("/researcher/pilot/figures").json())
+                             ["agreement"] and got["agreement"]["ratings"] == 12 and got,
+                             "the snapshot on the dashboard")
         report = report_project(ls_client, served.project, tmp_path / "report")
         by_dimension = {name: getattr(report, name).set_index("dimension")
                         for name in ("agreement", "gwet")}
