@@ -8,6 +8,7 @@ package (README.md, "The rating dimensions").
 from __future__ import annotations
 
 import os
+import re
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
@@ -48,6 +49,18 @@ class Example(BaseModel):
         return self
 
 
+class RationaleCases(BaseModel):
+    """What a rationale of a dimension states, as regular expressions over its text (lower
+    case, "n't" as " not"): the dimension's zero case ("no secret was revealed"), a gain, a
+    loss. The consistency flag sets them against the score (docs/consistency.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    zero: tuple[re.Pattern[str], ...] = ()
+    positive: tuple[re.Pattern[str], ...] = ()
+    negative: tuple[re.Pattern[str], ...] = ()
+
+
 class Dimension(BaseModel):
     """One SOTOPIA-EVAL dimension; scores are integers in ``range_low..range_high``."""
 
@@ -58,6 +71,7 @@ class Dimension(BaseModel):
     range_low: int
     range_high: int
     guidance: str = Field(min_length=1)
+    rationale_cases: RationaleCases = RationaleCases()
     examples: tuple[Example, ...] = ()
 
     @model_validator(mode="after")

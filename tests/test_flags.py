@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pandas as pd
 import pydantic
 import pytest
 
-from sotopia_ls.dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+import sotopia_ls
+from sotopia_ls.dimensions import (
+    AGENTS,
+    DIMENSIONS,
+    RUBRIC,
+    RUBRIC_ENV,
+    RationaleCases,
+    load_rubric,
+    rating_name,
+    reasoning_name,
+)
+from sotopia_ls.errors import InvalidRubric
+from sotopia_ls.samples import HUMAN_EVAL
 from sotopia_ls.study.screening.flags import (
     FLAGS,
     Annotation,
@@ -13,6 +29,7 @@ from sotopia_ls.study.screening.flags import (
     Flag,
     FlagThresholds,
     Typing,
+    contradiction,
     flag_annotation,
     measured_typing,
     participant_shares,
@@ -24,6 +41,7 @@ FIELDS = [(agent, d) for agent in AGENTS for d in DIMENSIONS]
 VOICES = {
     "mine": "Agent {agent} on {label}: turn {i} shows what the rating rests on",
     "theirs": "My reading of {label} for person {agent} comes from message {i} and its reply",
+    "judge's": "The model finds that in {label} agent {agent} earns this, see turn {i} there",
 }
 
 
@@ -46,6 +64,10 @@ def annotation(**extra: object) -> Annotation:
                       **extra)
 
 
+def rationales(fields: dict[str, object]) -> dict[str, str]:
+    return {name: str(text) for name, text in fields.items() if "_reasoning_" in name}
+
+
 def typed_throughout(fields: dict[str, object], **counts: Typing) -> dict[str, Typing]:
     """The page's counts for ``fields`` typed key by key, but the ``counts`` given."""
     return {reasoning_name(d.key, agent): Typing(
@@ -58,6 +80,7 @@ def test_a_careful_annotation_raises_no_flag() -> None:
         episode_words=500, seconds=600,
         typing=typed_throughout(careful()),
         earlier=(Earlier(participant="p2", fields=careful("theirs")),), reference=careful(),
+        judged={"gpt-4": rationales(careful("judge's"))},
     ))
     assert {r.name for r in judged} == {flag.name for flag in FLAGS}
     assert not any(r.fired for r in judged), judged
@@ -199,3 +222,104 @@ def test_each_participant_gets_the_share_of_their_judged_annotations_that_fired(
 def test_typing_counts_for_a_field_that_is_no_rationale_are_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="'notes' is no rationale field"):
         annotation(typing={"notes": Typing(pasted=1, typed=1)})
+
+
+def rated(key: str, score: int, rationale: str, agent: int = 1) -> Annotation:
+    """A careful annotation but for one rating and its rationale."""
+    return annotation(fields=careful() | {rating_name(key, agent): score,
+                                          reasoning_name(key, agent): rationale})
+
+
+def test_a_rationale_stating_no_secret_was_revealed_contradicts_a_score_far_from_zero() -> None:
+    """The seed's rule: "In the case when no secret is revealed, rate 0"."""
+    assert fired(rated("secret", -6, "Eli does not reveal his secret"),
+                 "rationale_contradicts_score")
+    assert not fired(rated("secret", 0, "Eli does not reveal his secret"),
+                     "rationale_contradicts_score")
+    said = {result.name: result.detail for result in flag_annotation(
+        rated("knowledge", 10, "Oliver didn't gain any knowledge", agent=2))}
+    assert said["rationale_contradicts_score"] == \
+        "knowledge_2 10: the rationale states its zero case"
+    # Near zero agrees: the rubric's worked example gives 2 beside "doesn't appear to gain".
+    assert not fired(rated("knowledge", 2, "He did not learn anything"),
+                     "rationale_contradicts_score")
+    assert fired(rated("knowledge", 2, "He did not learn anything"),
+                 "rationale_contradicts_score", zero_case_distance=1)
+
+
+def test_a_rationale_stating_a_gain_contradicts_a_negative_score_unless_it_denies_it() -> None:
+    flagged = "rationale_contradicts_score"
+    assert fired(rated("relationship", -5, "Their friendship may have been strengthened a "
+                       "little by their agreement."), flagged)
+    assert not fired(rated("relationship", 3, "Their friendship was strengthened."), flagged)
+    assert not fired(rated("relationship", -2, "The talk did not improve their friendship."),
+                     flagged)
+    assert fired(rated("financial_and_material_benefits", 4, "While the ambulance bill will "
+                       "be a loss, William will get medical attention."), flagged)
+    assert not fired(rated("financial_and_material_benefits", -1, "Technically no financial "
+                           "benefit, though the chance to negotiate was taken away."), flagged)
+
+
+def test_the_rubrics_good_examples_and_worked_example_support_their_scores() -> None:
+    """What the participants are taught as right never raises the flag."""
+    limits = FlagThresholds()
+    taught = [(d, e.rationale, e.rating) for d in DIMENSIONS for e in d.examples
+              if e.verdict == "good"]
+    taught += [(RUBRIC[r.dimension], r.reasoning, r.score)
+               for agent in RUBRIC.worked_example.agents for r in agent.ratings]
+    assert [(d.key, score) for d, text, score in taught
+            if contradiction(d, text, score, limits)] == []
+
+
+def test_the_phrases_are_the_rubrics_data_and_a_broken_one_is_refused(tmp_path, monkeypatch):
+    data = json.loads((Path(sotopia_ls.__file__).parent / "rubric.json").read_text())
+    data["dimensions"][3]["rationale_cases"]["zero"].append("(unclosed")
+    (tmp_path / "rubric.json").write_text(json.dumps(data))
+    monkeypatch.setenv(RUBRIC_ENV, str(tmp_path / "rubric.json"))
+    with pytest.raises(InvalidRubric, match=r"dimensions\.3\.rationale_cases\.zero\.\d+: "
+                       "Input should be a valid regular expression$"):
+        load_rubric()
+
+
+def released_contradictions() -> tuple[int, list[str]]:
+    """The flag's check over Sotopia-pi's released ratings in the samples: the ratings judged,
+    and each one it fires on as a row of docs/consistency.md's table."""
+    ratings = pd.concat([pd.read_csv(path) for path in sorted(HUMAN_EVAL.glob("*.csv"))])
+    judged, rows, limits = 0, [], FlagThresholds()
+    for row in ratings.to_dict("records"):
+        for d in DIMENSIONS:
+            if d.rationale_cases == RationaleCases():
+                continue
+            for agent in AGENTS:
+                judged += 1
+                score, text = int(row[rating_name(d.key, agent)]), \
+                    str(row[reasoning_name(d.key, agent)])
+                if why := contradiction(d, text, score, limits):
+                    rows.append(f"| {row['prolific_id']} | {row['pk']} | "
+                                f"{rating_name(d.key, agent)} | {score} | {why} | {text} |")
+    return judged, rows
+
+
+def test_the_figures_in_the_docs_are_the_flags_on_the_released_ratings() -> None:
+    judged, rows = released_contradictions()
+    written = (Path(__file__).parents[1] / "docs" / "consistency.md").read_text()
+    assert f"fires on {len(rows)} of the {judged} ratings" in written
+    assert [line for line in written.splitlines() if line.startswith("| annotator-")] == rows
+
+
+def test_a_rationale_near_identical_to_the_judges_is_flagged_naming_the_judge() -> None:
+    """A participant who pasted the model's reasoning, a few words changed, is found; one who
+    wrote their own on the same episode is not."""
+    judge = ("Eli reveals to Sophia that he has secretly been saving money for a new car, "
+             "which is the private plan he wanted to keep")
+    pasted = judge.replace("Eli reveals", "eli revealed").replace("new car", "new car!")
+    key = reasoning_name("secret", 2)
+    judged = {"gpt-4": {reasoning_name("secret", 1): judge}}
+    said = {r.name: r for r in flag_annotation(annotation(
+        fields=careful() | {key: pasted}, judged=judged))}["rationale_echoes_judge"]
+    assert said.fired and said.detail == \
+        f"matches a judge's reasoning on the episode: {key} (gpt-4)"
+    assert not fired(annotation(fields=careful() | {key: "Eli let slip that he is saving up "
+                                "for a car, the plan he meant to keep to himself"},
+                                judged=judged), "rationale_echoes_judge")
+    assert fired(annotation(), "rationale_echoes_judge") is None  # no judge stored

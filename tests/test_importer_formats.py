@@ -20,6 +20,7 @@ from sotopia_ls.importer import (
     episodes_from_records,
     load_episodes,
 )
+from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.samples import DEMO
 
 SPOT_CHECKED = "01HNBF16SEGD1033KGXQ67BDJV"
@@ -348,3 +349,40 @@ def test_the_demo_episodes_load(capsys):
     assert {source.split(":")[0] for source in result.counts} == {"otree", "episodelog", "dump"}
     # the EpisodeLog and the dump hold the same episode
     assert (len(result.episodes), result.duplicates) == (3, 1)
+
+
+def _texts(value: object) -> list[str]:
+    """Every text inside a task's data."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [text for item in value for text in _texts(item)] if isinstance(value, list) else []
+
+
+ESCAPED = "01HB2683JNVJKDV9KR8XEBXRQ2"  # its scenario: "Here\'s what the seller has to say"
+
+
+def test_the_annotator_reads_the_text_a_person_wrote_in_every_sample(sample_data):
+    """Sotopia's oTree files (and the CSVs' ``data``) hold Python's escaped quotes
+    (``Here\\'s``, ``weren\\'t``); the task shows ``Here's``, from every sample file."""
+    sources = [*sorted((sample_data / "otree_episodes").iterdir()),
+               *sorted((sample_data / "human_eval").glob("*.csv")),
+               sample_data / "episodelog", sample_data / "hf_jsonl"]
+    for source in sources:
+        result = load_episodes([source])
+        assert result.episodes and not result.problems, source
+        escaped = [text for episode in result.episodes
+                   for text in _texts(episode_to_task(episode)) if "\\'" in text]
+        assert escaped == [], source
+    scenario = by_id(load_episodes([sample_data / "otree_episodes"]))[ESCAPED].scenario
+    assert "Here's what the seller" in scenario and "weren't needed. I'm willing" in scenario
+
+
+def test_a_backslash_of_the_text_itself_is_kept(sample_data):
+    path = sample_data / "otree_episodes" / "GPT3.5-GPT3.5" / f"{ESCAPED}.json"
+    record = json.loads(path.read_text())
+    record["rewards_prompt"] = record["rewards_prompt"].replace(
+        "Here\\'s what", "Here\\'s C:\\new\\table and \\\\ what", 1)
+    [episode] = episodes_from_records([record]).episodes
+    assert "Here's C:\\new\\table and \\\\ what" in episode.scenario

@@ -47,6 +47,7 @@ from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.report.build import report_project
 from sotopia_ls.study.live import snapshots as live
 from sotopia_ls.study.live.dashboard import participant_rows
+from sotopia_ls.study.screening.flags import Annotation, Flag, FlagThresholds
 from sotopia_ls.study.process import GatewayProcess, gateway
 from sotopia_ls.study.serve import dashboard_notice
 from sotopia_ls.study.serving import arrival
@@ -131,8 +132,11 @@ def test_the_dashboard_shows_the_reports_agreement_and_participants_never_reach_
         snapshot = wait_for(lambda: (found := live.latest_snapshot(served.engine, "pilot"))
                             and found.ratings == 12 and found, "snapshot of the twelve ratings")
 
+        # The page shows the snapshot once the worker has made the participants' rows too.
         with served.researcher() as researcher:
-            shown = researcher.get("/researcher/pilot/figures").json()
+            shown = wait_for(lambda: (got := researcher.get("/researcher/pilot/figures").json())
+                             ["agreement"] and got["agreement"]["ratings"] == 12 and got,
+                             "the snapshot on the dashboard")
         report = report_project(ls_client, served.project, tmp_path / "report")
         by_dimension = {name: getattr(report, name).set_index("dimension")
                         for name in ("agreement", "gwet")}
@@ -269,13 +273,44 @@ class InProcess:
     app: object
 
 
-def in_process(client: Client, tmp: Path, token: str | None) -> InProcess:
+def in_process(client: Client, tmp: Path, token: str | None, **options: object) -> InProcess:
     project = study_project(client, f"test_dashboard_{secrets.token_hex(4)}", episodes=2)
     study = make_study(tmp, project, episodes_per_participant=1)
     engine = open_store(study.database)
     app = create_app(prepare_gateway(study, client, engine), secret=secrets.token_urlsafe(32),
-                     editor=EDITOR, https_only=False, dashboard_token=token)
+                     editor=EDITOR, https_only=False, dashboard_token=token,
+                     **options)  # type: ignore[arg-type]
     return InProcess(study, engine, app)
+
+
+def _fires_on_every_rating(annotation: Annotation, limits: FlagThresholds) -> tuple[bool, str]:
+    return True, "the researcher's own check"
+
+
+# A flag of the researcher's own, at a module's top level: the live worker process gets it.
+OWN_FLAG = Flag("own_check", "a check of the researcher's own", _fires_on_every_rating)
+
+
+def test_the_dashboard_judges_participants_by_the_flags_the_gateway_was_given(
+        ls_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A researcher adds a flag of their own: the running gateway's dashboard (computed in its
+    worker process) lists it, and the built-in flags it was not given are not run."""
+    monkeypatch.setattr(live, "CHECK_SECONDS", 0.2)
+    token = secrets.token_urlsafe(32)
+    setup = in_process(ls_client, tmp_path, token, flags=(OWN_FLAG,))
+    with TestClient(setup.app, base_url="http://127.0.0.1") as http:
+        rate_all(Participant(http), [1])
+        rows = wait_for(lambda: http.get("/researcher/pilot/figures", headers={
+            "Authorization": f"Bearer {token}"}).json()["participants"], "participants")
+    assert [row["flags"] for row in rows] == ["own_check 1/1"]
+
+
+def test_a_flag_the_worker_cannot_receive_is_refused_at_start(ls_client: Client,
+                                                              tmp_path: Path):
+    unsendable = Flag("inline", "made in place", lambda annotation, limits: None)
+    with pytest.raises(StudyError, match="^quality flag 'inline' cannot be sent to the "
+                       "dashboard's worker process"):
+        in_process(ls_client, tmp_path, secrets.token_urlsafe(32), flags=(unsendable,))
 
 
 def test_a_submission_never_waits_for_the_running_agreement(

@@ -19,10 +19,19 @@ from click.testing import CliRunner, Result
 from conftest import results_of
 from sqlalchemy import Engine, Row, insert, select, update
 from starlette.testclient import TestClient
-from study_support import EDITOR, Participant, make_study, spend_time, study_project, typed
+from study_support import (
+    EDITOR,
+    SAMPLE_EPISODES,
+    Participant,
+    make_study,
+    spend_time,
+    study_project,
+    typed,
+)
 
 from sotopia_ls.cli import main
-from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
+from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name, reasoning_name
+from sotopia_ls.importer import load_episodes
 from sotopia_ls.errors import LabelStudioError, StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
@@ -715,3 +724,31 @@ def test_ratings_not_yet_saved_in_label_studio_are_counted_for_a_later_run(tmp_p
 
     assert done.recorded == {"approve": 1}
     assert (done.marked.annotations, done.marked.unsaved) == (0, 2)
+
+
+def test_a_rationale_pasted_from_the_stored_judge_is_flagged_in_the_review(
+        ls_client: Client, project_title: str, tmp_path: Path):
+    """The episode's task holds GPT-4's evaluation in its meta, never shown to a participant;
+    one who pastes its reasoning anyway (a sentence added) is flagged in the review, the
+    judge named, and the rest of their rationales are their own."""
+    project = study_project(ls_client, project_title, episodes=1)
+    study = make_study(tmp_path, project, episodes_per_participant=1)
+    engine = open_store(study.database)
+    app = create_app(prepare_gateway(study, ls_client, engine), secret=SECRET, editor=EDITOR,
+                     https_only=False)
+    judge = load_episodes(SAMPLE_EPISODES).episodes[0].evaluation
+    field = reasoning_name("goal", 1)
+    pasted = f"{judge.flat()[field]} I agree."
+    results = [dict(result, value={"text": [pasted]}) if result["from_name"] == field
+               else result for result in GOOD]
+    someone = Participant(TestClient(app, base_url="http://127.0.0.1"))
+    someone.arrive()
+    someone.read_instructions()
+    assert someone.open_episode().url.path.endswith("/rate")
+    assert judge.flat()[field] not in str(someone.boot)  # the page never holds it
+    assert someone.submit(results, typing=typed(results)).status_code == 200
+
+    [row] = review_rows(engine, study).to_dict("records")
+    assert (row["rationale_echoes_judge.fired"], row["rationale_echoes_judge.judged"]) == (1, 1)
+    assert (f"rationale_echoes_judge: matches a judge's reasoning on the episode: {field} "
+            f"({judge.evaluator})") in row["details"]

@@ -105,6 +105,18 @@ def record_id(record: object) -> str:
     return ""
 
 
+def written(text: str) -> str:
+    """``text`` as a person wrote it: Sotopia's oTree files (and the episodes they were made
+    from) hold Python's escaped quote (``Here\\'s``) where the text had ``'``; any other
+    backslash is the text's own."""
+    return text.replace("\\'", "'")
+
+
+def _as_written(agent: Agent) -> Agent:
+    return agent.model_copy(update={name: written(value) for name, value in agent
+                                    if isinstance(value, str)})
+
+
 def build_episode(
     *,
     id: str,
@@ -114,15 +126,16 @@ def build_episode(
     source: Source,
     evaluation: Evaluation | None = None,
 ) -> Episode:
-    """The validated episode, or a ``RecordError`` saying why the record is not one."""
+    """The validated episode, its texts ``written``, or a ``RecordError`` saying why the
+    record is not one."""
     if not turns:
         raise RecordError("empty dialogue: no agent said or did anything")
     try:
         return Episode(
             id=id,
-            scenario=scenario,
-            agents=tuple(agents),
-            turns=tuple(turns),
+            scenario=written(scenario),
+            agents=tuple(map(_as_written, agents)),
+            turns=tuple(turn.model_copy(update={"text": written(turn.text)}) for turn in turns),
             source=source,
             evaluation=evaluation,
         )

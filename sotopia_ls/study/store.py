@@ -337,6 +337,16 @@ episode_ids = Table(
     Column("episode_id", Text, nullable=False),
 )
 
+# The rationales each judge stored for a task (``tasks.stored_judges``: judge name → rationale
+# field → text), copied when the gateway starts, for the review's check that a participant's
+# rationale does not echo them. Never sent to a browser. A table of its own, as above.
+judge_rationales = Table(
+    "judge_rationales", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("rationales", JSON, nullable=False),
+)
+
 
 def now() -> datetime:
     return datetime.now(timezone.utc)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hmac
 import logging
+import pickle
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -23,6 +25,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ...dimensions import RUBRIC
+from ...errors import StudyError
 from ..screening.flags import FLAGS, Flag
 from ..serving.overload import Throttle, client_address
 from ..serving.security import bounded_body
@@ -120,6 +123,20 @@ def participant_rows(engine: Engine, study: StudyFile,
             "flags": ", ".join(fired), "suggested": row["suggested"],
         })
     return rows
+
+
+def participants_with(flags: Sequence[Flag]) -> Callable[[Engine, StudyFile], list[Any]]:
+    """``participant_rows`` judged by ``flags``, as the live worker process computes it: the
+    flags are sent there, so one that cannot be (a lambda, a function made inside another) is
+    refused at start, named, rather than leaving the dashboard's participants empty."""
+    for flag in flags:
+        try:
+            pickle.dumps(flag)
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            raise StudyError(f"quality flag {flag.name!r} cannot be sent to the dashboard's "
+                             f"worker process (define its check at a module's top level): "
+                             f"{error}") from None
+    return partial(participant_rows, flags=tuple(flags))
 
 
 def agreement_view(snapshot: Snapshot | None) -> dict[str, Any] | None:

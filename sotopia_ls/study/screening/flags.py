@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from ...dimensions import AGENTS, DIMENSIONS, rating_name, reasoning_name
+from ...dimensions import (
+    AGENTS,
+    DIMENSIONS,
+    Dimension,
+    RationaleCases,
+    rating_name,
+    reasoning_name,
+)
 from ...scores import RATING_FIELDS, Evaluation
 
 if TYPE_CHECKING:  # pandas only for ``participant_shares``: the study file imports this module
@@ -51,6 +58,10 @@ class FlagThresholds(BaseModel):
     reading_factor: float = Field(1.0, gt=0, description="share of the reading time required")
     pasted_share: float = Field(0.8, gt=0, le=1, description="pasted share of a pasted rationale")
     gold_distance: int = Field(2, ge=0, description="largest |score - reference| allowed")
+    # The rubric's own worked example gives knowledge 2 beside "doesn't appear to gain new
+    # information": a score this near zero agrees with a rationale stating the zero case.
+    zero_case_distance: int = Field(2, ge=0, description="largest |score| beside a rationale "
+                                    "stating its dimension's zero case")
 
 
 class Typing(BaseModel):
@@ -88,6 +99,8 @@ class Annotation(BaseModel):
     typing: dict[str, Typing] = {}  # by rationale field name (``reasoning_name``)
     earlier: tuple[Earlier, ...] = ()  # others' ratings of the episode, first submitted first
     reference: FlatForm | None = None
+    # The episode's stored model evaluations: judge name → rationale field → text.
+    judged: dict[str, dict[str, str]] = {}
 
     @model_validator(mode="after")
     def _valid(self) -> Annotation:
@@ -198,26 +211,47 @@ def _source(mine: str, theirs: Sequence[_Other], limits: FlagThresholds) -> str 
                  if other.similar(mine, letters, limits)), None)
 
 
+def _matching(fields: Mapping[str, Any], texts: Iterable[tuple[str, str]],
+              limits: FlagThresholds) -> dict[str, str]:
+    """Each rationale of ``fields`` that nearly equals one of ``texts`` (text, whose), to
+    whose it matches; texts shorter than ``copy_min_chars`` are not compared."""
+    theirs = [_Other(text, who) for text, who in
+              ((_normalized(raw), who) for raw, who in texts)
+              if len(text) >= limits.copy_min_chars]
+    return {name: source for name, text in _rationales(fields).items()
+            if len(mine := _normalized(text)) >= limits.copy_min_chars
+            and (source := _source(mine, theirs, limits)) is not None}
+
+
 def _copied(annotation: Annotation, limits: FlagThresholds) -> Fired:
     if not annotation.earlier:
         return None
-    theirs = [
-        _Other(text, other.participant)
-        for other in annotation.earlier
-        for text in map(_normalized, _rationales(other.fields).values())
-        if len(text) >= limits.copy_min_chars
-    ]
-    copied = {
-        name: source
-        for name, text in _rationales(annotation.fields).items()
-        if len(mine := _normalized(text)) >= limits.copy_min_chars
-        and (source := _source(mine, theirs, limits)) is not None
-    }
+    copied = _matching(annotation.fields, ((text, other.participant)
+                                           for other in annotation.earlier
+                                           for text in _rationales(other.fields).values()),
+                       limits)
     if not copied:
         return False, (f"no rationale matches an earlier participant's "
                        f"({len(annotation.earlier)} compared)")
     return True, "matches a rationale submitted earlier: " + ", ".join(
         f"{name} (participant {source})" for name, source in copied.items())
+
+
+def _echoed(annotation: Annotation, limits: FlagThresholds) -> Fired:
+    """A rationale near-identical to a stored judge's on the episode: the participant saw or
+    generated the model's output. Near-identical is a copy's ``copy_similarity`` (0.9 of
+    SequenceMatcher's ratio, normalized texts): two Sotopia-pi raters writing on one rating of
+    one episode reach 0.82 at most (403 pairs of its released ratings, both quoting the
+    agent's secret), while a copy with a few words changed stays above 0.9."""
+    if not annotation.judged:
+        return None
+    echoed = _matching(annotation.fields, ((text, judge)
+                                           for judge, texts in annotation.judged.items()
+                                           for text in texts.values()), limits)
+    if not echoed:
+        return False, f"no rationale matches a judge's ({len(annotation.judged)} compared)"
+    return True, "matches a judge's reasoning on the episode: " + ", ".join(
+        f"{name} ({judge})" for name, judge in echoed.items())
 
 
 def _fast(annotation: Annotation, limits: FlagThresholds) -> Fired:
@@ -296,6 +330,61 @@ def _gold(annotation: Annotation, limits: FlagThresholds) -> Fired:
     )
 
 
+# "didn't", "doesnt", "can't": the rubric's patterns read them as "did not", "can not".
+_NOT = re.compile(r"\b(ca|wo|did|does|do|was|were|has|had|have|is|are|could|would|should)"
+                  r"n['’]?t\b")
+_AUXILIARY = {"ca": "can", "wo": "will"}
+# A gain or a loss stated under one of these (three words before it) is not stated.
+_NEGATED = re.compile(r"\b(?:no|not|never|nor|without)\b(?:\W+\w+){0,2}\W+$")
+
+
+def _stated(text: str) -> str:
+    """A rationale as the rubric's ``rationale_cases`` read it (``RationaleCases``)."""
+    text = _NOT.sub(lambda found: f"{_AUXILIARY.get(found[1], found[1])} not", text.casefold())
+    return " ".join(re.findall(r"[\w']+|[^\w\s]", text))
+
+
+def _states(patterns: Sequence[re.Pattern[str]], text: str, denied: bool = True) -> bool:
+    """Whether ``text`` (``_stated``) states one of ``patterns``; unless ``denied``, a match
+    under a negation ("did not improve") does not count."""
+    return any(denied or not _NEGATED.search(text[:found.start()])
+               for pattern in patterns for found in pattern.finditer(text))
+
+
+def contradiction(dimension: Dimension, rationale: str, score: int,
+                  limits: FlagThresholds) -> str | None:
+    """Why ``rationale`` does not support ``score`` on ``dimension``; None when nothing it
+    states says so. Stating the zero case, it contradicts a score farther from zero than
+    ``zero_case_distance`` (and names a gain or loss only to deny it: "no gain or loss");
+    else stating only a gain or only a loss, a score of the other sign."""
+    cases, text = dimension.rationale_cases, _stated(rationale)
+    if _states(cases.zero, text):
+        return "states its zero case" if abs(score) > limits.zero_case_distance else None
+    gain, loss = (_states(cases.positive, text, denied=False),
+                  _states(cases.negative, text, denied=False))
+    if score > 0 and loss and not gain:
+        return "states a loss"
+    if score < 0 and gain and not loss:
+        return "states a gain"
+    return None
+
+
+def _inconsistent(annotation: Annotation, limits: FlagThresholds) -> Fired:
+    judged = [(dimension, agent) for dimension in DIMENSIONS for agent in AGENTS
+              if dimension.rationale_cases != RationaleCases()
+              and reasoning_name(dimension.key, agent) in annotation.fields
+              and rating_name(dimension.key, agent) in annotation.fields]
+    if not judged:
+        return None
+    found = []
+    for dimension, agent in judged:
+        score = annotation.fields[rating_name(dimension.key, agent)]
+        rationale = str(annotation.fields[reasoning_name(dimension.key, agent)])
+        if why := contradiction(dimension, rationale, score, limits):
+            found.append(f"{rating_name(dimension.key, agent)} {score}: the rationale {why}")
+    return bool(found), "; ".join(found) or f"{len(judged)} rationales support their scores"
+
+
 FLAGS: tuple[Flag, ...] = (
     Flag("short_rationale", "a rationale is shorter than the minimum word count", _short),
     Flag("repeated_rationale", "one rationale given for several dimensions or agents", _repeated),
@@ -307,6 +396,11 @@ FLAGS: tuple[Flag, ...] = (
          _straight),
     # Sotopia-pi's rule: an annotator more than 2 points from the reference on a dimension.
     Flag("gold_distance", "a score far from the reference rating", _gold),
+    Flag("rationale_echoes_judge", "a rationale equals or nearly equals a model judge's "
+         "stored reasoning on the episode", _echoed),
+    Flag("rationale_contradicts_score", "a rationale states its dimension's zero case beside "
+         "a score far from zero, or a gain or loss beside a score of the other sign",
+         _inconsistent),
 )
 
 

@@ -56,6 +56,7 @@ from .flags import (
     largest_distance,
     measured_typing,
 )
+from .judges import judges_rationales
 from .practice import visit_practice
 from .qualification import verdicts
 from .typing_counts import recorded_typing
@@ -95,6 +96,11 @@ PARTICIPANT_WORDING: dict[str, str] = {
     "pasted_rationale": "explanations mostly pasted rather than typed in {fired} of {judged} "
                         "conversations",
     "straight_lining": "the same score for every question in {fired} of {judged} conversations",
+    "rationale_echoes_judge": "explanations that match a computer model's output in {fired} of "
+                              "{judged} conversations",
+    "rationale_contradicts_score": "explanations that say the opposite of their score (\"no "
+                                   "secret was revealed\" beside a score far from 0) in {fired} "
+                                   "of {judged} conversations",
     # Nothing of references or how many conversations had one: in a main study the gold
     # episodes are hidden, and the counts would tell how many there were.
     "gold_distance": "scores far from what the conversations support",
@@ -295,12 +301,13 @@ def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int,
         words = {task_id: _words(shown) for task_id, shown in conn.execute(
             select(episodes.c.task_id, episodes.c.shown).where(episodes.c.study == study.name))}
     flat = {row.id: row.results for row in rows}  # the stored scores, checked when submitted
+    judged = judges_rationales(engine, study.name)
     typed = recorded_typing(engine, flat)
     # Time on task: the page's visible time where the page measured it (Label Studio's lead
     # time runs on while the participant is elsewhere).
     visible, claimed = recorded_visible(engine, flat), clipped(engine, flat)
     seconds = {row.id: visible.get(row.id, row.lead_time) for row in rows}
-    judged = thresholds(study)
+    limits = thresholds(study)
     submitted: dict[int, list[Any]] = defaultdict(list)  # each task's ratings so far
     rated: dict[int, list[Rated]] = defaultdict(list)
     for row in rows:  # first submitted first
@@ -310,23 +317,25 @@ def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int,
         submitted[row.task_id].append(row)
         reference = references.get(row.task_id)
         annotation = _annotation(row, flat[row.id], words.get(row.task_id), earlier, reference,
-                                 typed.get(row.id, {}), seconds[row.id])
+                                 typed.get(row.id, {}), seconds[row.id],
+                                 judged.get(row.task_id, {}))
         farthest = largest_distance(flat[row.id], reference) if reference else None
         rated[row.visit_id].append(Rated(
             row.task_id, reference is not None, seconds[row.id],
             abs(farthest[1] - farthest[2]) if farthest else None,
-            flag_annotation(annotation, judged, flags), claimed.get(row.id),
+            flag_annotation(annotation, limits, flags), claimed.get(row.id),
             measured_typing(annotation)[1]))
     return rated
 
 
 def _annotation(row: Any, fields: dict[str, Any], episode_words: int | None,
                 earlier: tuple[Earlier, ...], reference: Any,
-                typed: dict[str, Typing], seconds: float | None) -> Annotation:
+                typed: dict[str, Typing], seconds: float | None,
+                judged: dict[str, dict[str, str]]) -> Annotation:
     try:
         return Annotation(participant=str(row.participant_id), episode=str(row.task_id),
                           fields=fields, episode_words=episode_words, seconds=seconds,
-                          typing=typed, earlier=earlier, reference=reference)
+                          typing=typed, earlier=earlier, reference=reference, judged=judged)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         raise StudyError(f"assignment {row.id} (task {row.task_id}) cannot be reviewed: "

@@ -9,7 +9,7 @@ routes and guards are in docs/gateway.md, "Serving".
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -28,10 +28,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..live.dashboard import Dashboard, dashboard_routes, participant_rows
+from ..live.dashboard import Dashboard, dashboard_routes, participants_with
 from ..live.snapshots import LiveFigures
 from ..payment.follow import HOOK_LIMIT, HookRefused, receive_hook
 from ..payment.prolific import HOOK_PATH
+from ..screening.flags import FLAGS, Flag
 from . import arrival
 from .editor import Editor
 from .flow import PAGE_SEQUENCE
@@ -107,13 +108,15 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
                pages: tuple[Page, ...] = PAGE_SEQUENCE,
                dashboard_token: str | None = None,
                limits: Limits = GATEWAY_LIMITS,
-               hook_secret: str | None = None) -> SecurityHeaders:
+               hook_secret: str | None = None,
+               flags: Sequence[Flag] = FLAGS) -> SecurityHeaders:
     """The gateway's ASGI app for the sequence ``pages``; ``https_only`` marks the session
-    cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too;
-    ``limits`` say when the process is too busy to take a participant's request; with
-    ``hook_secret``, Prolific's webhook calls are taken at ``HOOK_PATH``. The
-    security headers wrap the Starlette app itself: its error pages (500s included) are made
-    inside Starlette, so they carry them too, as do the overload guard's 503s (``overload``)."""
+    cookie Secure; with ``dashboard_token``, the researcher's dashboard is served too, its
+    participants judged by ``flags``; ``limits`` say when the process is too busy to take a
+    participant's request; with ``hook_secret``, Prolific's webhook calls are taken at
+    ``HOOK_PATH``. The security headers wrap the Starlette app itself: its error pages (500s
+    included) are made inside Starlette, so they carry them too, as do the overload guard's
+    503s (``overload``)."""
     check_sequence(pages)
     study = gateway.study
     engine = gateway.engine
@@ -123,7 +126,7 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
                          if isinstance(page.submit, Script))
     dashboard = Dashboard(engine, study) if dashboard_token else None
     throttle = Throttle()  # wrong dashboard tokens by client: the guard refuses those past it
-    live = LiveFigures(engine, study, extra=participant_rows if dashboard else None,
+    live = LiveFigures(engine, study, extra=participants_with(flags) if dashboard else None,
                        also=dashboard.refresh if dashboard else None)
 
     def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
