@@ -17,6 +17,7 @@ from ..dimensions import RUBRIC
 from ..exporter.accounting import AUDIT_KINDS, Tally
 from ..exporter.review import review_table
 from ..exporter.tables import gold_rows
+from ..extras import missing_extra
 from ..labelstudio.tasks import REJECT
 from ..statistics.agreement import agreement_breakdown, agreement_table
 from ..statistics.bootstrap import Bootstrap
@@ -32,7 +33,15 @@ from ..statistics.gwet import gwet_table
 from ..statistics.sotopia_pi import PI_COLUMNS
 from ..text import counted
 from .page import FLAG, estimate, note, number, section, shown, table
-from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_plot
+from .plots import (
+    ALPHA_CHART_ALT,
+    MODEL_CHART_ALT,
+    alpha_chart,
+    distribution_plot,
+    model_chart,
+    png,
+    scatter_plot,
+)
 from .time_on_task import time_on_task_table
 
 if TYPE_CHECKING:
@@ -282,6 +291,41 @@ def _noise(noise: pd.DataFrame, needed: Results, report: Report, text: str) -> s
                 "verdict"])))
 
 
+def _agent_models(which: str) -> Callable[[Inputs, Results], pd.DataFrame | None]:
+    """The compute of ``statistics.agent_models``' function ``which`` on the crowd's units and
+    every judge score; None without the ppi extra (the section says how to install it)."""
+    def compute(inputs: Inputs, needed: Results) -> pd.DataFrame | None:
+        if missing_extra("ppi", included=False):
+            return None
+        from ..statistics import agent_models  # ppi-python: imported when installed
+
+        return getattr(agent_models, which)(inputs.units, inputs.model_scores)
+    return compute
+
+
+MODEL_SCORES_SHOWN = ["agent_model", "dimension", "estimate", "evaluator", "mean", "n",
+                      "effective_n"]
+MODEL_DIFFERENCES_SHOWN = ["model_a", "model_b", "dimension", "estimate", "evaluator",
+                           "difference", "n", "effective_n"]
+
+
+def _model_scores(differences: pd.DataFrame | None, needed: Results, report: Report,
+                  text: str) -> str:
+    scores = needed["agent_model_scores"]
+    title = "Each agent model's scores"
+    if scores is None:
+        return section(title, note(f"This section {missing_extra('ppi', included=False)}."))
+    if scores.empty:
+        return section(title, note("No unit has a rating or a judge's score."))
+    return section(
+        title, note(text), png(model_chart(scores), MODEL_CHART_ALT),
+        table(shown(scores, MODEL_SCORES_SHOWN)),
+        note("The difference between each pair of agent models (model_a − model_b), the same "
+             "three ways:"),
+        table(shown(differences, MODEL_DIFFERENCES_SHOWN)),
+    )
+
+
 def _qualification(passed: pd.DataFrame | None, needed: Results, report: Report, text: str) -> str:
     if passed is None:
         return section("Qualification", note(
@@ -388,6 +432,16 @@ NOISE_NOTE = (
     "the interval of mad_difference: closer than a human (wholly below 0), as close as a "
     "human (contains 0), farther than a human (wholly above 0)."
 )
+AGENT_MODELS_NOTE = (
+    "Each agent model's mean score, three ways. A unit is one agent of one episode. people: "
+    "the mean over the units people rated of their raters' mean score. judge: the judge's "
+    "mean over every unit it scored, its interval as if its scores were the truth (a judge's "
+    "bias is not in it). prediction-powered: the judge's mean over every unit it scored, "
+    "corrected by the people's ratings on the units both rated (PPI++, ppi-python); valid "
+    "if the rated episodes are a random sample of the judged ones. effective_n: how many "
+    "human-rated units alone would give an interval as narrow. Intervals are 95%, normal "
+    "approximation; blank (–) with fewer than two units on a side."
+)
 QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of the reference."
 TIME_ON_TASK_NOTE = (
     "Minutes the study gateway's rating page was visible and focused (the tab shown, its "
@@ -430,6 +484,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("model_vs_human_noise", lambda inputs, needed: model_vs_human_noise(
         inputs.units, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE,
         needs=("paired",)),
+    Section("agent_model_scores", _agent_models("agent_model_scores"), shown_nowhere),
+    Section("agent_model_differences", _agent_models("agent_model_differences"),
+            _model_scores, AGENT_MODELS_NOTE, needs=("agent_model_scores",)),
     Section("qualification", lambda inputs, needed: (
         qualification(inputs.long, inputs.reference)
         if inputs.reference is not None and len(inputs.reference) else None),
