@@ -291,22 +291,29 @@ def _noise(noise: pd.DataFrame, needed: Results, report: Report, text: str) -> s
                 "verdict"])))
 
 
-def _agent_models(which: str) -> Callable[[Inputs, Results], pd.DataFrame | None]:
-    """The compute of ``statistics.agent_models``' function ``which`` on the crowd's units and
-    every judge score; None without the ppi extra (the section says how to install it)."""
-    def compute(inputs: Inputs, needed: Results) -> pd.DataFrame | None:
-        if missing_extra("ppi", included=False):
-            return None
-        from ..statistics import agent_models  # ppi-python: imported when installed
+def _agent_model_scores(inputs: Inputs, needed: Results) -> pd.DataFrame | None:
+    """``statistics.agent_models``' table on the crowd's units and every judge score; None
+    without the ppi extra (the section says how to install it)."""
+    if missing_extra("ppi", included=False):
+        return None
+    from ..statistics.agent_models import agent_model_scores  # ppi-python: when installed
 
-        return getattr(agent_models, which)(inputs.units, inputs.model_scores)
-    return compute
+    return agent_model_scores(inputs.units, inputs.model_scores)
+
+
+def _agent_model_differences(inputs: Inputs, needed: Results) -> pd.DataFrame | None:
+    scores = needed["agent_model_scores"]
+    if scores is None:
+        return None
+    from ..statistics.agent_models import agent_model_differences
+
+    return agent_model_differences(scores)
 
 
 MODEL_SCORES_SHOWN = ["agent_model", "dimension", "estimate", "evaluator", "mean", "n",
                       "effective_n"]
 MODEL_DIFFERENCES_SHOWN = ["model_a", "model_b", "dimension", "estimate", "evaluator",
-                           "difference", "n", "effective_n"]
+                           "difference", "n"]
 
 
 def _model_scores(differences: pd.DataFrame | None, needed: Results, report: Report,
@@ -321,7 +328,7 @@ def _model_scores(differences: pd.DataFrame | None, needed: Results, report: Rep
         title, note(text), png(model_chart(scores), MODEL_CHART_ALT),
         table(shown(scores, MODEL_SCORES_SHOWN)),
         note("The difference between each pair of agent models (model_a − model_b), the same "
-             "three ways:"),
+             "three ways; its interval takes the two models' intervals as independent."),
         table(shown(differences, MODEL_DIFFERENCES_SHOWN)),
     )
 
@@ -484,9 +491,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("model_vs_human_noise", lambda inputs, needed: model_vs_human_noise(
         inputs.units, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE,
         needs=("paired",)),
-    Section("agent_model_scores", _agent_models("agent_model_scores"), shown_nowhere),
-    Section("agent_model_differences", _agent_models("agent_model_differences"),
-            _model_scores, AGENT_MODELS_NOTE, needs=("agent_model_scores",)),
+    Section("agent_model_scores", _agent_model_scores, shown_nowhere),
+    Section("agent_model_differences", _agent_model_differences, _model_scores,
+            AGENT_MODELS_NOTE, needs=("agent_model_scores",)),
     Section("qualification", lambda inputs, needed: (
         qualification(inputs.long, inputs.reference)
         if inputs.reference is not None and len(inputs.reference) else None),

@@ -16,14 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .comparison import JUDGE, PANELS, judge_scores, with_overall
-from .ppi import (
-    DEFAULT_ALPHA,
-    MeanInterval,
-    classical_difference,
-    classical_mean,
-    prediction_powered_difference,
-    prediction_powered_mean,
-)
+from .ppi import DEFAULT_ALPHA, MeanInterval, classical_mean, prediction_powered_mean
 from .reliability import UNIT
 
 MODEL = "agent_model"
@@ -41,8 +34,7 @@ class Estimate(StrEnum):
 FIGURES = ["mean", "mean_ci_low", "mean_ci_high", "n", "effective_n"]
 SCORE_COLUMNS = [MODEL, "dimension", "estimate", JUDGE, *FIGURES]
 DIFFERENCE_COLUMNS = ["model_a", "model_b", "dimension", "estimate", JUDGE,
-                      "difference", "difference_ci_low", "difference_ci_high", "n",
-                      "effective_n"]
+                      "difference", "difference_ci_low", "difference_ci_high", "n"]
 
 
 def unit_models(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
@@ -69,8 +61,8 @@ def _units(long: pd.DataFrame, model_scores: pd.DataFrame
 
 
 def _figures(estimate: Callable[[], MeanInterval], n: int, least: int) -> list[float]:
-    """``FIGURES`` of ``estimate()`` from ``n`` units; blank (NaN) when its smallest group
-    has fewer than 2 (``least``): no interval can be had."""
+    """``FIGURES`` of ``estimate()`` from ``n`` units; blank (NaN) when a sample it reads has
+    fewer than 2 (``least``): no interval can be had."""
     if least < 2:
         return [np.nan, np.nan, np.nan, n, np.nan]
     found = estimate()
@@ -119,36 +111,22 @@ def agent_model_scores(long: pd.DataFrame, model_scores: pd.DataFrame,
     return frame.assign(estimate=frame["estimate"].astype(str))
 
 
-def agent_model_differences(long: pd.DataFrame, model_scores: pd.DataFrame,
-                            alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """Per pair of agent models (``model_a`` − ``model_b``, in name order) and panel, the
-    difference of their means the same three ways (``DIFFERENCE_COLUMNS``)."""
-    human, judged = _units(long, model_scores)
-    models = sorted(set(human[MODEL]) | set(judged[MODEL]))
-    rows = []
-    for first, second in combinations(models, 2):
-        pair_human = human[human[MODEL].isin([first, second])]
-        pair_judged = judged[judged[MODEL].isin([first, second])]
-        for panel in PANELS:
-            y = pair_human[pair_human["dimension"] == panel]
-            rows.append([first, second, panel, Estimate.PEOPLE, "", *_figures(
-                lambda: classical_difference(y["score"], y[MODEL] == first, alpha),
-                len(y), _smaller_group(y, first))])
-        for panel, people, judge, scored in _cells(pair_human, pair_judged):
-            both, unrated = _paired(people, scored)
-            rows.append([first, second, panel, Estimate.JUDGE, judge, *_figures(
-                lambda: classical_difference(scored["score"], scored[MODEL] == first, alpha),
-                len(scored), _smaller_group(scored, first))])
-            rows.append([first, second, panel, Estimate.POWERED, judge, *_figures(
-                lambda: prediction_powered_difference(
-                    both["score_human"], both["score_judge"], both[MODEL] == first,
-                    unrated["score"], unrated[MODEL] == first, alpha),
-                len(both), min(_smaller_group(both, first), _smaller_group(unrated, first)))])
-    frame = pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
-    return frame.assign(estimate=frame["estimate"].astype(str))
-
-
-def _smaller_group(rows: pd.DataFrame, first: str) -> int:
-    """The units of the less numerous of the two models in ``rows``."""
-    in_first = int((rows[MODEL] == first).sum())
-    return min(in_first, len(rows) - in_first)
+def agent_model_differences(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per pair of agent models (``model_a`` − ``model_b``, in name order), panel and estimate
+    of ``agent_model_scores``: the difference of their means, its interval's half-width that of
+    the two intervals taken as independent (the units of two models are apart), √(h_a² + h_b²)
+    (``DIFFERENCE_COLUMNS``)."""
+    keys = ["dimension", "estimate", JUDGE]
+    pairs = []
+    for first, second in combinations(sorted(scores[MODEL].unique()), 2):
+        both = scores[scores[MODEL] == first].merge(scores[scores[MODEL] == second], on=keys,
+                                                    suffixes=("_a", "_b"), sort=False)
+        half = np.hypot(*((both[f"mean_ci_high_{side}"] - both[f"mean_ci_low_{side}"]) / 2
+                          for side in "ab"))
+        difference = both["mean_a"] - both["mean_b"]
+        pairs.append(both[keys].assign(
+            model_a=first, model_b=second, difference=difference,
+            difference_ci_low=difference - half, difference_ci_high=difference + half,
+            n=both["n_a"] + both["n_b"]))
+    return pd.concat(pairs, ignore_index=True).reindex(columns=DIFFERENCE_COLUMNS) if pairs \
+        else pd.DataFrame(columns=DIFFERENCE_COLUMNS)

@@ -31,14 +31,6 @@ def _as_floats(values) -> np.ndarray:
     return np.asarray(values, dtype=float).ravel()
 
 
-def _powered(estimate: float, low: float, high: float, people: MeanInterval) -> MeanInterval:
-    """A prediction-powered estimate, worth the human ratings whose interval would be as wide
-    as its own (``people``: the same ratings alone)."""
-    width, people_width = high - low, people.high - people.low
-    effective = people.n * (people_width / width) ** 2 if width > 0 else float("inf")
-    return MeanInterval(estimate, low, high, people.n, float(effective))
-
-
 def classical_mean(values, alpha: float = DEFAULT_ALPHA) -> MeanInterval:
     """The sample mean with its normal-approximation interval (``ppi_py.classical_mean_ci``)."""
     y = _as_floats(values)
@@ -59,33 +51,7 @@ def prediction_powered_mean(human, judge_on_rated, judge_on_unrated,
     mean = float(np.ravel(ppi_py.ppi_mean_pointestimate(y, y_hat, y_hat_unlabeled))[0])
     low, high = (float(np.ravel(bound)[0])
                  for bound in ppi_py.ppi_mean_ci(y, y_hat, y_hat_unlabeled, alpha=alpha))
-    return _powered(mean, low, high, classical_mean(y, alpha))
-
-
-def _contrast(first) -> np.ndarray:
-    """The design whose second coefficient is the difference of two groups' means: an
-    intercept and the indicator of the first group."""
-    first = np.asarray(first, dtype=float).ravel()
-    return np.column_stack([np.ones_like(first), first])
-
-
-def classical_difference(values, first, alpha: float = DEFAULT_ALPHA) -> MeanInterval:
-    """The mean of ``values`` where ``first`` minus the mean of the others, with its interval
-    (``ppi_py.classical_ols_ci`` on the group indicator); ``n`` counts both groups."""
-    y, x = _as_floats(values), _contrast(first)
-    low, high = (float(np.ravel(bound)[1]) for bound in ppi_py.classical_ols_ci(x, y, alpha=alpha))
-    in_first = x[:, 1] == 1
-    return MeanInterval(float(y[in_first].mean() - y[~in_first].mean()), low, high, len(y),
-                        float(len(y)))
-
-
-def prediction_powered_difference(human, judge_on_rated, first_rated, judge_on_unrated,
-                                  first_unrated, alpha: float = DEFAULT_ALPHA) -> MeanInterval:
-    """``classical_difference`` with the judge's scores corrected by people's, as
-    ``prediction_powered_mean`` (PPI++ on the group indicator: ``ppi_py.ppi_ols_ci``)."""
-    y, y_hat, y_hat_unlabeled = (_as_floats(v) for v in (human, judge_on_rated, judge_on_unrated))
-    x, x_unlabeled = _contrast(first_rated), _contrast(first_unrated)
-    point = float(ppi_py.ppi_ols_pointestimate(x, y, y_hat, x_unlabeled, y_hat_unlabeled)[1])
-    low, high = (float(np.ravel(bound)[1]) for bound in
-                 ppi_py.ppi_ols_ci(x, y, y_hat, x_unlabeled, y_hat_unlabeled, alpha=alpha))
-    return _powered(point, low, high, classical_difference(y, x[:, 1], alpha))
+    people = classical_mean(y, alpha)
+    width, people_width = high - low, people.high - people.low
+    effective = len(y) * (people_width / width) ** 2 if width > 0 else float("inf")
+    return MeanInterval(mean, low, high, len(y), float(effective))
