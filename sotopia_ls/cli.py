@@ -33,6 +33,7 @@ from .extras import require_extra
 from .folders import replaced_folder, write_file
 from .exporter.commands import export_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
+from .importer.load import parse_agent_models, with_agent_models
 from .judge import MAX_REASONING_CHARS, LLMJudge
 from .labelstudio import server
 from .labelstudio.client import add_annotators, address, connect, invite_links
@@ -192,6 +193,11 @@ def _echo_push(report: PushReport, url: str) -> None:
     "--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH_SIZE, show_default=True,
     help="Tasks per bulk import request.",
 )
+@click.option(
+    "--models", "agent_models", multiple=True, metavar="TAG=MODEL1,MODEL2",
+    help="The models of agent 1 and agent 2 in the episodes with this source tag, where the "
+    "file names none (oTree CSVs) or a placeholder (custom_model). Repeatable.",
+)
 def import_command(
     paths: tuple[Path, ...],
     format_: str | None,
@@ -206,6 +212,7 @@ def import_command(
     dry_run: bool,
     output: Path | None,
     batch_size: int,
+    agent_models: tuple[str, ...],
 ) -> None:
     """Import Sotopia episodes (files or folders) as Label Studio tasks.
 
@@ -221,11 +228,15 @@ def import_command(
         sotopia-ls import episodes/ dump.jsonl --title "Pilot study"
 
         sotopia-ls import episodes/ --dry-run -o tasks.json
+
+        sotopia-ls import human_eval/ --models mistral=mistral-instruct,gpt-3.5-turbo
     """
     if dry_run and output is None:
         raise click.UsageError("--dry-run needs -o/--output for the task file")
     with failures_as_messages():
+        models = parse_agent_models(agent_models)
         result = load_episodes(paths, format=format_)
+        result.episodes = with_agent_models(result.episodes, models)
         _echo_load(result)
         if result.problems:
             if not skip_invalid:

@@ -78,6 +78,9 @@ class Source(BaseModel):
     record: str = ""
     tag: str = ""
     models: tuple[str, ...] = ()
+    # The model behind each agent, in agent order: read from ``models`` (Sotopia's
+    # ``[evaluator, agent 1, agent 2]``) or named on import (``--models``); () when unknown.
+    agent_models: tuple[str, ...] = ()
     environment: str = ""
 
 

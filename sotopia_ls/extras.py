@@ -40,6 +40,9 @@ class NoDeps:
     module: str  # its import name
 
 
+# Requirements imported under another name than their own (``-`` read as ``_``).
+IMPORT_NAMES = {"ppi-python": "ppi_py"}
+
 NO_DEPS: dict[str, tuple[NoDeps, ...]] = {
     # Gwet's AC1/AC2 in the report. irrCAC 0.4.4 pins scipy==1.12.0, which would take numpy
     # below what label-studio and pingouin need; it runs on the scipy the export extra has.
@@ -64,12 +67,12 @@ def no_deps(extras: Iterable[str]) -> list[NoDeps]:
 
 
 def extra_modules(extra: str, *, included: bool = True) -> list[str]:
-    """The top-level modules ``extra`` installs: each requirement's import name (every
-    requirement of ours is imported under its own name, ``-`` read as ``_``), those of this
-    package's extras it includes (unless ``included`` is false), and those of its ``no_deps``
-    libraries."""
+    """The top-level modules ``extra`` installs: each requirement's import name (its own
+    name, ``-`` read as ``_``, unless ``IMPORT_NAMES`` says), those of this package's extras
+    it includes (unless ``included`` is false), and those of its ``no_deps`` libraries."""
     extras = included_extras(extra) if included else [extra]
-    modules = [canonicalize_name(requirement.name).replace("-", "_")
+    modules = [IMPORT_NAMES.get(canonicalize_name(requirement.name),
+                                canonicalize_name(requirement.name).replace("-", "_"))
                for name in extras for requirement in requirements(name)
                if canonicalize_name(requirement.name) != DISTRIBUTION]
     later = [library.module for name in extras for library in NO_DEPS.get(name, ())]
@@ -103,11 +106,18 @@ def require_extra(extra: str, *, included: bool = True) -> None:
     """Return when every module of ``extra`` can be imported (those of the extras it includes
     too, unless ``included`` is false); else stop the command with one line naming what is
     missing and the install commands."""
-    missing = missing_modules(extra, included=included)
+    missing = missing_extra(extra, included=included)
     if missing:
         context = click.get_current_context(silent=True)
         command = context.command_path if context is not None else DISTRIBUTION
-        raise click.ClickException(
-            f"{command} needs the {extra} extra ({', '.join(missing)} not installed): "
-            + " && ".join(install_commands(extra, missing))
-        )
+        raise click.ClickException(f"{command} {missing}")
+
+
+def missing_extra(extra: str, *, included: bool = True) -> str:
+    """"needs the ``extra`` extra (what is not installed): the install commands", or "" when
+    nothing of it is missing: for a part of a command that goes without it and says so."""
+    missing = missing_modules(extra, included=included)
+    if not missing:
+        return ""
+    return (f"needs the {extra} extra ({', '.join(missing)} not installed): "
+            + " && ".join(install_commands(extra, missing)))

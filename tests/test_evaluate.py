@@ -153,8 +153,10 @@ def test_two_judges_evaluate_the_otree_episodes_and_the_report_compares_people_w
     model_scores = pd.read_csv(tmp_path / "export" / "model_scores.csv")
     rated = {e.id for e in episodes[:5]}
     assert set(model_scores["evaluator"]) == {JUDGE_A, JUDGE_B}
-    assert set(model_scores["episode_id"]) == rated
-    assert len(model_scores) == 2 * len(rated) * len(AGENTS) * len(DIMENSION_KEYS)
+    # Every judge score, people rated the episode or not, and which they rated.
+    assert set(model_scores["episode_id"]) == {e.id for e in episodes}
+    assert set(model_scores.loc[model_scores["rated"], "episode_id"]) == rated
+    assert len(model_scores) == 2 * len(episodes) * len(AGENTS) * len(DIMENSION_KEYS)
 
     report = report_export(tmp_path / "export", tmp_path / "report", bootstrap=50)
     table = report.human_vs_model

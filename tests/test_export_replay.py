@@ -236,8 +236,9 @@ def test_report_is_one_html_file_with_every_dimension_and_plot(replay, tmp_path)
     )
     assert result.exit_code == 0, result.output
     page = (tmp_path / "report.html").read_text()
-    # α per dimension and each dimension's distribution (no model: no human-vs-model plot).
-    assert page.count('src="data:image/png;base64,') == 1 + len(DIMENSION_KEYS)
+    # α per dimension, each agent model's scores (people's alone) and each dimension's
+    # distribution (no judge: no human-vs-model plot).
+    assert page.count('src="data:image/png;base64,') == 2 + len(DIMENSION_KEYS)
     assert "<script" not in page and 'src="http' not in page
     agreement = pd.read_csv(tmp_path / "agreement.csv").set_index("dimension")
     for dimension in DIMENSION_KEYS:

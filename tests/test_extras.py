@@ -89,6 +89,22 @@ def test_a_missing_optional_library_is_one_line_naming_the_install_command(
                            f"{install}\n")
 
 
+def test_without_ppi_python_the_report_is_written_and_says_how_to_add_the_model_means(
+    tmp_path: Path,
+) -> None:
+    """ppi-python is imported as ppi_py: the line names the module and the extra's install."""
+    (tmp_path / "export.json").write_text(EXPORT)
+    done = without(["ppi_py"], RUN, "report", "--from-file", "export.json", "-o", "report",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    missing = "needs the ppi extra (ppi_py not installed): pip install 'sotopia-label-studio[ppi]'"
+    assert [line for line in done.stderr.splitlines() if "ppi" in line] == [
+        f"warning: each agent model's scores not computed: sotopia-ls report {missing}"]
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert f"This section {missing}.".replace("'", "&#x27;") in page
+    assert not (tmp_path / "report" / "agent_model_scores.csv").exists()
+
+
 def test_without_the_extra_and_its_no_deps_library_both_commands_are_named_in_order(
     tmp_path: Path,
 ) -> None:

@@ -62,12 +62,13 @@ def test_one_file_holds_every_section_table_and_plot(page):
     for section in ("Agreement per dimension", "Agreement by model pair",
                     "Agreement by agent position", "Comparable with Sotopia-π",
                     "Gwet&#x27;s AC1 and AC2", "Human vs model",
-                    "Model against the spread between humans", "Qualification", "Annotators"):
+                    "Model against the spread between humans", "Each agent model&#x27;s scores",
+                    "Qualification", "Annotators"):
         assert f"<h2>{section}</h2>" in html
     assert {p.name for p in page.parent.iterdir()} == {
         "report.html", "audit.csv", "model_coverage.csv", "agreement.csv",
         "agreement_breakdown.csv", "gwet.csv", "human_vs_model.csv", "model_vs_human_noise.csv",
-        "annotators.csv",
+        "agent_model_scores.csv", "agent_model_differences.csv", "annotators.csv",
     }
 
 
@@ -160,7 +161,8 @@ def test_the_report_opens_in_chromium_with_every_plot_drawn(page, tmp_path):
         drawn = browser_page.locator("img").evaluate_all(
             "images => images.map(image => image.complete && image.naturalWidth > 0)"
         )
-        assert drawn == [True] * 9  # α per dimension, human vs model, seven distributions
+        # α per dimension, human vs model, each agent model's scores, seven distributions
+        assert drawn == [True] * 10
         headings = browser_page.locator("h2").all_inner_texts()
         assert [d.label for d in DIMENSIONS] == [h.split(" (")[0] for h in headings[-7:]]
         browser_page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
@@ -225,7 +227,8 @@ def test_every_table_fits_a_window_1440_pixels_wide(full_page):
         try:
             window = browser.new_page(viewport={"width": 1440, "height": 900})
             window.goto(full_page.as_uri())
-            assert window.locator("table").count() == 11  # all but the empty audit
+            # All but the empty audit; each agent model's scores has two.
+            assert window.locator("table").count() == 13
             assert window.evaluate("document.documentElement.scrollWidth") <= 1440
             too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
                 .filter(e => e.getBoundingClientRect().right > 1440

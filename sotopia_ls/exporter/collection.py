@@ -20,7 +20,8 @@ from .validate import ModelRow, Part, Rated
 if TYPE_CHECKING:
     import pyarrow as pa
 
-MODEL_SCORE_COLUMNS: tuple[str, ...] = ("episode_id", "agent", "dimension", "score", "evaluator")
+MODEL_SCORE_COLUMNS: tuple[str, ...] = ("episode_id", "agent", "dimension", "score", "evaluator",
+                                        "agent_model", "rated")
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,12 @@ class Collection:
         )
 
     def model_scores(self) -> pd.DataFrame:
-        """The episodes' model evaluations: one row per episode × judge × agent × dimension,
-        the judge named in ``evaluator``."""
-        return pd.DataFrame([row for rows in self.model_rows.values() for row in rows],
-                            columns=list(MODEL_SCORE_COLUMNS))
+        """Every episode's model evaluations, people rated it or not (``rated``: an exported
+        annotation of the crowd): one row per episode × judge × agent × dimension, the judge
+        named in ``evaluator``, the agent's model in ``agent_model``."""
+        rated = {key[0] for key in self.rated if not key[4]}
+        return pd.DataFrame([(*row, row[0] in rated) for rows in self.model_rows.values()
+                             for row in rows], columns=list(MODEL_SCORE_COLUMNS))
 
 
 def _several_tasks(rated: list[Rated]) -> dict[str, list[int]]:

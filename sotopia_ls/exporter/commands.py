@@ -20,7 +20,7 @@ from ..adjudication.reading import (
     ADJUDICATION_ERRORS_FILE,
     SCORE_CHOICES,
 )
-from ..extras import require_extra
+from ..extras import missing_extra, require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
 from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -272,7 +272,9 @@ def report_command(
     does, for comparison with that paper; human vs model (Pearson and Spearman with
     intervals, MSE, bias), how many episodes had a model evaluation, and the model against
     the spread between humans; the study-integrity audit; qualification against reference
-    ratings; per-annotator counts, times and distance from the others; and the plots.
+    ratings; per-annotator counts, times and distance from the others; each agent model's
+    mean scores from people, each judge, and prediction-powered (the ppi extra); and the
+    plots.
 
     Example:
 
@@ -316,5 +318,8 @@ def report_command(
                                     progress=True, **settings)
     click.echo(report.inputs.tally.reconciliation())
     click.echo(report.inputs.scores)
+    if missing := missing_extra("ppi", included=False):
+        click.echo(f"warning: each agent model's scores not computed: sotopia-ls report "
+                   f"{missing}", err=True)
     click.echo(f"wrote {output / 'report.html'}")
 

@@ -45,6 +45,9 @@ ANNOTATION_COLUMNS: tuple[str, ...] = (
     "models",
     "agent_1_name",
     "agent_2_name",
+    # The model behind each agent ("" where the import knew none).
+    "agent_1_model",
+    "agent_2_model",
     "prediction_model_version",
     # The study review's decision (``tasks.REVIEW_DECISIONS``); "" where none was recorded.
     "review_decision",
@@ -69,6 +72,7 @@ LONG_COLUMNS: tuple[str, ...] = (
     *TIME_COLUMNS,
     "source_tag",
     "models",
+    "agent_model",
     "ground_truth",
     "review_decision",
     "added_slot",
@@ -160,6 +164,8 @@ def long_table(annotations: pa.Table) -> pa.Table:
     columns["agent"] = pa.array(np.tile([agent for agent, _ in _PAIRS], n))
     columns["dimension"] = pa.array(np.tile([key for _, key in _PAIRS], n), type=pa.string())
     columns["agent_name"] = _interleaved(annotations, [agent_field(a, "name") for a, _ in _PAIRS])
+    columns["agent_model"] = _interleaved(annotations,
+                                          [agent_field(a, "model") for a, _ in _PAIRS])
     columns["score"] = _interleaved(annotations, [rating_name(k, a) for a, k in _PAIRS])
     columns["rationale"] = _interleaved(annotations, [reasoning_name(k, a) for a, k in _PAIRS])
     columns["predicted_score"] = _interleaved(

@@ -25,6 +25,7 @@ from ..labelstudio.tasks import (
     REJECT,
     REVIEW,
     REVIEW_DECISIONS,
+    agent_field,
     stored_judges,
 )
 from ..scores import Evaluation
@@ -36,7 +37,8 @@ from .wire import Annotation, Data, Task, decode_tasks
 if TYPE_CHECKING:
     import pyarrow as pa
 
-ModelRow = tuple[str, int, str, int, str]
+# (episode, agent, dimension, score, judge, the agent's model)
+ModelRow = tuple[str, int, str, int, str, str]
 # An exported annotation, as the parent needs it once every chunk is in: (episode, task,
 # annotator, annotation id, ground truth, and where its task's refusals and findings end in
 # the part's lists, where a refusal as a repeat across tasks goes). A plain tuple: a part
@@ -142,10 +144,20 @@ def _evaluations(task: Task, settings: Settings, tally: Tally) -> list[Evaluatio
     return [predicted] if predicted else []
 
 
-def _model_rows(episode_id: str, evaluations: list[Evaluation]) -> list[ModelRow]:
+def agent_models(data: Data) -> tuple[str, str]:  # type: ignore[valid-type]
+    """The model of agent 1 and of agent 2 the task data names ("" where unknown)."""
+    named = data.agent_models
+    if not (isinstance(named, list) and len(named) == len(AGENTS)):
+        return ("", "")
+    first, second = (str(model or "") for model in named)
+    return first, second
+
+
+def _model_rows(episode_id: str, evaluations: list[Evaluation],
+                models: tuple[str, str]) -> list[ModelRow]:
     """One row per score each evaluation holds; their gaps have none."""
     return [
-        (episode_id, agent, key, pair[1], evaluation.evaluator)
+        (episode_id, agent, key, pair[1], evaluation.evaluator, models[agent - 1])
         for evaluation in evaluations
         for agent in AGENTS
         for key in DIMENSION_KEYS
@@ -169,6 +181,8 @@ def _task_columns(task: Task, episode_id: str) -> dict[str, Any]:
         "episode_id": episode_id,
         "source_tag": str(data.source_tag or ""),
         "models": _models(data.models),
+        **{agent_field(agent, "model"): model
+           for agent, model in zip(AGENTS, agent_models(data))},
         "agent_1_name": str(data.agent_1_name or ""),
         "agent_2_name": str(data.agent_2_name or ""),
     }
@@ -369,11 +383,12 @@ def add_task(part: Part, task: Task, settings: Settings) -> None:
     kept = _keep_latest_per_annotator(task_rows, part)
     if settings.exclude_rejected:
         kept = _without_rejected(kept, tally)
+    if episode_id and episode_id not in part.model_rows:  # a judge's scores, rated or not
+        part.model_rows[episode_id] = _model_rows(
+            episode_id, _evaluations(task, settings, tally), agent_models(data))
     if not kept:
         return
-    if episode_id not in part.data:
-        part.data[episode_id] = data
-        part.model_rows[episode_id] = _model_rows(episode_id, _evaluations(task, settings, tally))
+    part.data.setdefault(episode_id, data)
     tally.exported += len(kept)
     tally.ground_truth += sum(row["ground_truth"] for row in kept)
     part.rows.extend(kept)

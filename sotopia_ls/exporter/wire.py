@@ -18,7 +18,7 @@ from msgspec import Struct
 from ..errors import InvalidInput, Problem
 from ..labelstudio.results import Result, results_of
 from ..labelstudio.tasks import (
-    ADDED_SLOTS, AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, GOLD, JUDGES, REVIEW,
+    ADDED_SLOTS, AGENT_MODELS, AGENTS_KEY, DIALOGUE, EPISODE_ID, EVALUATION, GOLD, JUDGES, REVIEW,
     SOURCE_ENVIRONMENT, agent_field,
 )
 
@@ -53,6 +53,7 @@ Data = msgspec.defstruct(
         ("source_tag", Any, ""),
         (SOURCE_ENVIRONMENT, Any, ""),
         ("models", Any, None),
+        (AGENT_MODELS, Any, None),
         (AGENTS_KEY, Any, None),
         (agent_field(1, "name"), Any, ""),
         (agent_field(2, "name"), Any, ""),

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..episode import Episode
-from ..errors import InvalidInput, Problem
+from ..errors import InvalidInput, Problem, SotopiaLSError
 from .formats import FORMATS, Format, Grouping, detect_format, format_named, readers_of
 from .records import RecordError, record_id
 from .sources import Raw, files_in, label_records, read_file
@@ -73,6 +73,33 @@ class LoadResult:
             reason=f"conflict: episode {episode.id} was read before from {first_where} with "
             "other content (scenario, agents or dialogue); give each episode its own id",
         ))
+
+
+def parse_agent_models(pairs: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """``TAG=MODEL1,MODEL2`` (``--models``) as ``tag → (agent 1's model, agent 2's)``."""
+    models = {}
+    for pair in pairs:
+        tag, sep, named = pair.partition("=")
+        names = tuple(name.strip() for name in named.split(","))
+        if not sep or not tag or len(names) != 2 or not all(names):
+            raise SotopiaLSError(f"--models: {pair!r} is not TAG=MODEL1,MODEL2 (the models of "
+                                 "agent 1 and agent 2 of the episodes with that source tag)")
+        models[tag] = names
+    return models
+
+
+def with_agent_models(episodes: list[Episode], models: Mapping[str, tuple[str, str]]
+                      ) -> list[Episode]:
+    """``episodes``, those whose source tag ``models`` names given that pair of agent models
+    (over what their file said); a tag no episode has is refused, naming the tags there are."""
+    tags = {episode.source.tag for episode in episodes}
+    unknown = sorted(set(models) - tags)
+    if unknown:
+        raise SotopiaLSError(f"--models: no episode has the source tag {', '.join(unknown)} "
+                             f"(their tags: {', '.join(sorted(tags)) or 'none'})")
+    return [episode.model_copy(update={"source": episode.source.model_copy(
+        update={"agent_models": models[episode.source.tag]})})
+        if episode.source.tag in models else episode for episode in episodes]
 
 
 def load_episodes(

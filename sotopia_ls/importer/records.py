@@ -37,12 +37,15 @@ class EpisodeLogHeader(BaseModel):
     )
 
     def source(self, format: str, file: str, label: str) -> Source:
+        models = tuple(self.models or ())
         return Source(
             format=format,
             file=file,
             record=label,
             tag=self.tag or "",
-            models=tuple(self.models or ()),
+            models=models,
+            # Sotopia's ``models`` is ``[evaluator, agent 1, agent 2]``.
+            agent_models=models[1:] if len(models) == 3 else (),
             environment=self.environment,
         )
 

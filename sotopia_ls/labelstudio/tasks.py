@@ -25,6 +25,8 @@ REVIEW_DECISIONS: tuple[str, ...] = ("approve", "look", REJECT)
 # The name of a stored evaluation whose source does not name its evaluator.
 UNNAMED_EVALUATOR = "sotopia-evaluation"
 AGENTS_KEY = "agents"
+# The model behind each agent, in agent order ([] when unknown): the export's per-row model.
+AGENT_MODELS = "agent_models"
 SOURCE_ENVIRONMENT = "source_environment"
 
 # What the background card shows, in this order; the secret has a box of its own.
@@ -79,6 +81,7 @@ def episode_to_task(episode: Episode) -> dict[str, Any]:
         # The Sotopia environment id the file named, for the export's EpisodeLog records.
         SOURCE_ENVIRONMENT: episode.source.environment,
         "models": list(episode.source.models),
+        AGENT_MODELS: list(episode.source.agent_models),
         # The agents as parsed, for exports; the fields below are what the screen shows.
         AGENTS_KEY: [agent.model_dump() for agent in episode.agents],
     }

@@ -135,3 +135,43 @@ def scatter_chart(paired: pd.DataFrame) -> Figure:
         figure.legend(handles, labels, loc="outside upper center", ncols=len(labels),
                       fontsize=8, title="judge")
     return figure
+
+
+MODEL_CHART_ALT = ("Each agent model's mean per dimension with its interval: people, each "
+                   "judge, and prediction-powered")
+
+
+def model_chart(scores: pd.DataFrame) -> Figure:
+    """Models × dimensions: a panel per dimension and overall, a row per agent model, and on
+    it each estimate's mean (dot) and interval (line) side by side: people, then per judge
+    the judge alone and prediction-powered (``statistics.agent_models``)."""
+    panels = [*RUBRIC.keys, OVERALL]
+    models = sorted(scores["agent_model"].unique())
+    series = list(dict.fromkeys(zip(scores["estimate"], scores["evaluator"])))
+    rows = -(-len(panels) // PANELS_PER_ROW)
+    figure, axes = pyplot().subplots(rows, PANELS_PER_ROW, sharey=True, squeeze=False,
+                                     figsize=(13, (0.3 * len(models) * len(series) + 1.2) * rows))
+    colours = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    step = 0.8 / max(len(series), 1)
+    for axis, panel in zip(axes.flat, panels):
+        shown = scores[scores["dimension"] == panel].set_index(
+            ["agent_model", "estimate", "evaluator"])
+        for number, (estimate, judge) in enumerate(series):
+            at = [position - 0.4 + step * (number + 0.5) for position in range(len(models))]
+            cells = shown.reindex([(model, estimate, judge) for model in models])
+            colour = colours[number % len(colours)]
+            axis.hlines(at, cells["mean_ci_low"], cells["mean_ci_high"], color=colour,
+                        linewidth=2)
+            axis.plot(cells["mean"], at, "o", color=colour, markersize=4,
+                      label=f"{estimate} {judge}".strip())
+        axis.set_title(RUBRIC[panel].label if panel != OVERALL else "Overall", fontsize=9)
+        axis.set_yticks(range(len(models)), models, fontsize=8)
+        axis.grid(axis="x", alpha=0.3)
+    axes.flat[0].invert_yaxis()
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5), fontsize=8,
+                  bbox_to_anchor=(0.5, 0.0), frameon=False)
+    figure.tight_layout()
+    return figure

@@ -17,6 +17,7 @@ from ..dimensions import RUBRIC
 from ..exporter.accounting import AUDIT_KINDS, Tally
 from ..exporter.review import review_table
 from ..exporter.tables import gold_rows
+from ..extras import missing_extra
 from ..labelstudio.tasks import REJECT
 from ..statistics.agreement import agreement_breakdown, agreement_table
 from ..statistics.bootstrap import Bootstrap
@@ -32,7 +33,15 @@ from ..statistics.gwet import gwet_table
 from ..statistics.sotopia_pi import PI_COLUMNS
 from ..text import counted
 from .page import FLAG, estimate, grid, note, number, section, shown, table
-from .plots import ALPHA_CHART_ALT, alpha_chart, distribution_plot, png, scatter_chart
+from .plots import (
+    ALPHA_CHART_ALT,
+    MODEL_CHART_ALT,
+    alpha_chart,
+    distribution_plot,
+    model_chart,
+    png,
+    scatter_chart,
+)
 from .time_on_task import time_on_task_table
 
 @dataclass(frozen=True)
@@ -291,6 +300,48 @@ def _noise(noise: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> s
                 "verdict"])))
 
 
+def _agent_model_scores(inputs: Inputs, needed: Results) -> pd.DataFrame | None:
+    """``statistics.agent_models``' table on the crowd's units and every judge score; None
+    without the ppi extra (the section says how to install it)."""
+    if missing_extra("ppi", included=False):
+        return None
+    from ..statistics.agent_models import agent_model_scores  # ppi-python: when installed
+
+    return agent_model_scores(inputs.units, inputs.model_scores)
+
+
+def _agent_model_differences(inputs: Inputs, needed: Results) -> pd.DataFrame | None:
+    scores = needed["agent_model_scores"]
+    if scores is None:
+        return None
+    from ..statistics.agent_models import agent_model_differences
+
+    return agent_model_differences(scores)
+
+
+MODEL_SCORES_SHOWN = ["agent_model", "dimension", "estimate", "evaluator", "mean", "n",
+                      "effective_n"]
+MODEL_DIFFERENCES_SHOWN = ["model_a", "model_b", "dimension", "estimate", "evaluator",
+                           "difference", "n"]
+
+
+def _model_scores(differences: pd.DataFrame | None, needed: Results, inputs: Inputs,
+                  text: str) -> str:
+    scores = needed["agent_model_scores"]
+    title = "Each agent model's scores"
+    if scores is None:
+        return section(title, note(f"This section {missing_extra('ppi', included=False)}."))
+    if scores.empty:
+        return section(title, note("No unit has a rating or a judge's score."))
+    return section(
+        title, note(text), png(model_chart(scores), MODEL_CHART_ALT),
+        table(shown(scores, MODEL_SCORES_SHOWN)),
+        note("The difference between each pair of agent models (model_a − model_b), the same "
+             "three ways; its interval takes the two models' intervals as independent."),
+        table(shown(differences, MODEL_DIFFERENCES_SHOWN)),
+    )
+
+
 def _qualification(passed: pd.DataFrame | None, needed: Results, inputs: Inputs, text: str) -> str:
     if passed is None:
         return section("Qualification", note(
@@ -397,6 +448,16 @@ NOISE_NOTE = (
     "the interval of mad_difference: closer than a human (wholly below 0), as close as a "
     "human (contains 0), farther than a human (wholly above 0)."
 )
+AGENT_MODELS_NOTE = (
+    "Each agent model's mean score, three ways. A unit is one agent of one episode. people: "
+    "the mean over the units people rated of their raters' mean score. judge: the judge's "
+    "mean over every unit it scored, its interval as if its scores were the truth (a judge's "
+    "bias is not in it). prediction-powered: the judge's mean over every unit it scored, "
+    "corrected by the people's ratings on the units both rated (PPI++, ppi-python); valid "
+    "if the rated episodes are a random sample of the judged ones. effective_n: how many "
+    "human-rated units alone would give an interval as narrow. Intervals are 95%, normal "
+    "approximation; blank (–) with fewer than two units on a side."
+)
 QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of the reference."
 TIME_ON_TASK_NOTE = (
     "Minutes the study gateway's rating page was visible and focused (the tab shown, its "
@@ -439,6 +500,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("model_vs_human_noise", lambda inputs, needed: model_vs_human_noise(
         inputs.units, inputs.model_scores, inputs.bootstrap), _noise, NOISE_NOTE,
         needs=("paired",)),
+    Section("agent_model_scores", _agent_model_scores, shown_nowhere),
+    Section("agent_model_differences", _agent_model_differences, _model_scores,
+            AGENT_MODELS_NOTE, needs=("agent_model_scores",)),
     Section("qualification", lambda inputs, needed: (
         qualification(inputs.long, inputs.reference)
         if inputs.reference is not None and len(inputs.reference) else None),

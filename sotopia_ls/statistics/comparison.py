@@ -90,7 +90,7 @@ def _correlate(human: pd.Series, model: pd.Series) -> dict[str, float]:
     }
 
 
-def _judged(model_scores: pd.DataFrame) -> pd.DataFrame:
+def judge_scores(model_scores: pd.DataFrame) -> pd.DataFrame:
     """``model_scores`` plus each judge's overall; a judge without a name is named ""."""
     named = model_scores.assign(**{JUDGE: model_scores[JUDGE].fillna("").astype(str)
                                    if JUDGE in model_scores else ""})
@@ -105,7 +105,7 @@ def _per_judge(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def paired_scores(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
     """Annotator-averaged human score next to each judge's score, per unit and dimension."""
     human = with_overall(long.groupby([*UNIT, "dimension"], as_index=False)["score"].mean())
-    return human.merge(_judged(model_scores), on=[*UNIT, "dimension"],
+    return human.merge(judge_scores(model_scores), on=[*UNIT, "dimension"],
                        suffixes=("_human", "_model"))
 
 
@@ -159,7 +159,7 @@ def held_out_rows(long: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFram
     rated = rated.assign(others=_others_mean(rated, [*UNIT, "dimension"])).dropna(
         subset=["others"]
     )
-    model = _judged(model_scores).rename(columns={"score": "model"})
+    model = judge_scores(model_scores).rename(columns={"score": "model"})
     return rated.merge(model, on=[*UNIT, "dimension"])
 
 
