@@ -7,12 +7,15 @@ Reordering or adding a page is a change to the sequence, given to ``create_app(p
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from ...config import agent_field
+from ...dimensions import AGENTS
 from ..outbox.saving import checked_results
 from ..screening import qualification
 from ..screening.typing_counts import TypingCounts, page_counting
@@ -23,13 +26,13 @@ from ..states import AssignmentState, Outcome
 from . import arrival
 from .arrival import Visit
 from .page import NotAccepted, Page, PageRequest, Script
-from .security import json_for_html
 
 # A rating is a set of short answers; the bound leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
 TOO_LONG = (f"This rating is too long to save: its rationales together may hold about "
             f"{MAX_SUBMISSION // 1024} KB. Please shorten the longest ones.")
 _EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
+_AGENT = re.compile(rf"\bagent ({'|'.join(map(str, AGENTS))})\b")
 
 
 class PostedRating(BaseModel):
@@ -129,6 +132,16 @@ class Rate(Page):
         return _finish(turn, visit)
 
     def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
+        shown = self.again_in_place(turn)
+        if shown is None:
+            return None
+        # The labeling config goes with the page only: the running editor keeps it.
+        return {**shown, "boot": {**shown["boot"], "config": turn.gateway.config},
+                "instructions": turn.gateway.instructions}
+
+    def again_in_place(self, turn: PageRequest) -> dict[str, Any] | None:
+        """The visit's lease (renewed, else a new one) and what its page shows; after a
+        rating, the script shows it in the editor it keeps."""
         study, visit = turn.study, turn.visit
         assignment = None if _judged(turn) else leases.lease_for_visit(
             turn.engine, study.name, visit.id, visit.participant_id,
@@ -141,19 +154,17 @@ class Rate(Page):
         data = turn.gateway.shown(assignment.task_id)
         leases.mark_shown(turn.engine, assignment.id)
         boot = {
-            "config": turn.gateway.config,
             # A constant task id: the editor shows it, and a real one means nothing to a participant.
             "task": {"id": 1, "data": data},
             "assignment": assignment.key,
             "submit": f"{turn.base}/{Rate.submit.path}",
             "csrf": turn.csrf,
             "settings": _EDITOR_SETTINGS,
-            "required": turn.gateway.required,
+            "required": naming_agents(turn.gateway.required, data),
             "typing": page_counting(),
             "visible": page_measuring(),
         }
-        return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions,
-                "number": visit.rated + 1, "total": study.episodes_per_participant}
+        return {"boot": boot, "number": visit.rated + 1, "total": study.episodes_per_participant}
 
     def before_next_page(self, turn: PageRequest, answers: PostedRating) -> Visit:
         """Record the rating with its slot and its page's measures; a retry of one recorded
@@ -177,6 +188,15 @@ class Rate(Page):
         if after.rated >= study.episodes_per_participant and after.outcome is None:
             return _finish(turn, after)
         return after
+
+
+def naming_agents(required: list[dict[str, Any]], data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The required fields, each message naming its agent as the form does ("for Eli Dawson",
+    not the config's "for agent 1")."""
+    def name(agent: re.Match[str]) -> str:
+        return str(data.get(agent_field(int(agent[1]), "name")) or agent[0])
+
+    return [{**field, "message": _AGENT.sub(name, field["message"])} for field in required]
 
 
 def _judged(turn: PageRequest) -> qualification.Verdict | None:
