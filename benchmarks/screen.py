@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Browser, Page, sync_playwright
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import Error as PlaywrightError
 
 from sotopia_ls.config import rating_class
 from sotopia_ls.dimensions import (
@@ -106,10 +106,12 @@ SCROLLERS = {"window": "window", "div.sotopia-episode": "episode column"}
 
 # Run in every page before its own scripts: the scroll listener; the moment of each click,
 # kept in the tab's session storage so that the next page can read when Submit was pressed;
-# and the first animation frame at which every radio button of the form is drawn.
+# and the first animation frame at which every radio button of a blank form is drawn, again for
+# each episode the page shows in place ("sotopia:episode"), counting the files fetched since.
 WATCH = """
 (() => {
-  const screen = window.__screen = { scrolled: {}, positions: new Map(), readyAt: null };
+  const screen = window.__screen = { scrolled: {}, positions: new Map(), readyAt: null,
+                                     episode: 1, filesBefore: 0 };
   const name = element => element === document.scrollingElement ? "window"
     : element.tagName.toLowerCase() + "." + String(element.className).trim().split(/\\s+/)[0];
   screen.reset = () => {
@@ -135,13 +137,20 @@ WATCH = """
   const drawn = () => {
     const radios = document.querySelectorAll(".sotopia-rating input[type=radio]");
     const last = radios[radios.length - 1];
-    if (radios.length >= RADIOS && last.getBoundingClientRect().height > 0) {
+    const blank = !document.querySelector(".sotopia-rating .ant-radio-wrapper-checked");
+    if (radios.length >= RADIOS && blank && last.getBoundingClientRect().height > 0) {
       screen.readyAt = performance.timeOrigin + performance.now();
     } else {
       requestAnimationFrame(drawn);
     }
   };
   requestAnimationFrame(drawn);
+  document.addEventListener("sotopia:episode", () => {
+    screen.episode += 1;
+    screen.readyAt = null;
+    screen.filesBefore = performance.getEntriesByType("resource").length;
+    requestAnimationFrame(drawn);
+  });
 })();
 """.replace("RADIOS", str(RADIOS))
 
@@ -195,12 +204,18 @@ ADD_BUTTONS = """
   .filter(button => button.offsetParent && button.textContent.trim() === "Add").length
 """
 
-# From the last click of the previous page (Start or Submit) to this one ready; the kilobytes
-# its files took over the network.
+# From the last click of the previous episode (Start or Submit) to this one ready; the kilobytes
+# its files (and, for an episode shown in place, the Submit's answer) took over the network.
 LOADED = """
 () => [window.__screen.readyAt - Number(sessionStorage.getItem("screen-clicked-at")),
-       performance.getEntriesByType("resource").reduce((sum, file) => sum + file.transferSize, 0)
-       / 1024]
+       performance.getEntriesByType("resource").slice(window.__screen.filesBefore)
+         .reduce((sum, file) => sum + file.transferSize, 0) / 1024]
+"""
+
+# The page has gone to another address, or shown its next episode in place.
+MOVED_ON = """
+episode => !window.__screen || window.__screen.episode > episode
+  || !location.pathname.endsWith("/rate")
 """
 
 SETTLED = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
@@ -260,13 +275,20 @@ def _rate(page: Page, answer: dict[str, str]) -> int:
 
 
 def _submit(page: Page) -> None:
-    """Press Submit and wait for the next page; a refusal is an error naming what it said."""
-    try:
-        with page.expect_navigation(timeout=30_000):
-            page.locator(SUBMIT).first.click()
-    except PlaywrightTimeout as error:
-        notice = page.locator("#notice").inner_text() if page.locator("#notice").count() else ""
-        raise RuntimeError(f"Submit was not taken: {notice or 'no page followed'}") from error
+    """Press Submit and wait for the next episode, shown in place or as a new page; a refusal
+    is an error naming what it said."""
+    episode = page.evaluate("() => window.__screen.episode")
+    page.locator(SUBMIT).first.click()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if page.evaluate(MOVED_ON, episode):
+                return
+        except PlaywrightError:  # the page is being replaced by the next one
+            pass
+        time.sleep(0.05)
+    notice = page.locator("#notice").inner_text() if page.locator("#notice").count() else ""
+    raise RuntimeError(f"Submit was not taken: {notice or 'no page followed'}")
 
 
 def _episode(page: Page, answer: dict[str, str], number: int,

@@ -49,8 +49,8 @@ from .study_pace import Leaving, Pace, Person
 
 BOOT = re.compile(r'<script type="application/json" id="boot">(.*?)</script>', re.S)
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
-ASSETS = ("/static/editor/main.js", "/static/editor/main.css", "/static/gateway.js",
-          "/static/gateway.css")
+# The page's static files (their addresses hold their content's hash).
+ASSETS = re.compile(r'(?:src|href)="(/static/[^"]+)"')
 SUBMIT_TARGET_MS = 500.0
 # Enough gold episodes that each participant's gold differs from most others'.
 GOLD_EPISODES = 10
@@ -189,7 +189,8 @@ class _Visit:
         if boot is None:
             raise Unexpected(f"GET {page.url.path}: no episode on the page")
         if not self.assets_loaded:  # a browser fetches the editor once, then keeps it
-            await asyncio.gather(*(self.browser.request("GET", path) for path in ASSETS))
+            await asyncio.gather(*(self.browser.request("GET", path)
+                                   for path in ASSETS.findall(page.text)))
             self.assets_loaded = True
         return json.loads(boot.group(1))
 

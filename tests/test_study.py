@@ -50,6 +50,7 @@ from study_support import (
     wait_until_saved,
 )
 from sotopia_ls.cli import main
+from sotopia_ls.config import rating_class
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client
@@ -83,9 +84,40 @@ class Journey:
     paths: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     missing_in_view: bool = False  # the missing rationale was in view after the early Submit
+    agent_named: str = ""  # the name the form gives agent 1 of the first episode
+    covered: list[str] = field(default_factory=list)  # what the early Submit's notice lay over
     code_shown: str = ""
     prolific_paths: list[str] = field(default_factory=list)
     episodes: list[str] = field(default_factory=list)  # the scenario of each episode rated
+
+
+# What of the page the notice lies over, or leaves out of view: the episode column, and the
+# missing rationale with its dimension's heading and description, each whole in the window
+# between the page's bar (holding the notice) and the editor's Submit bar.
+COVERED = """
+missingClass => {
+  const notice = document.getElementById("notice").getBoundingClientRect();
+  const top = document.querySelector(".study-bar").getBoundingClientRect().bottom;
+  const bottom = document.querySelector(".lsf-bottombar").getBoundingClientRect().top;
+  const missing = document.querySelector("." + missingClass + " textarea");
+  const block = missing.closest(".sotopia-dimension");
+  const heading = block.querySelector("h4");
+  const texts = [...block.querySelectorAll("*")]
+    .filter(element => !element.children.length && element.textContent.trim());
+  const named = {
+    "episode column": document.querySelector(".sotopia-episode"),
+    "missing rationale": missing,
+    "its dimension": heading,
+    "its description": texts[texts.indexOf(heading) + 1],
+  };
+  return Object.entries(named).filter(([, element]) => {
+    const box = element.getBoundingClientRect();
+    const overlaps = box.left < notice.right && notice.left < box.right &&
+      box.top < notice.bottom && notice.top < box.bottom;
+    return overlaps || box.top < top || box.bottom > bottom;
+  }).map(([name]) => name);
+}
+"""
 
 
 def fill(page: Page, chosen: dict[int, dict[str, tuple[str, int]]], *,
@@ -160,6 +192,8 @@ def journey(ls_client: Client, label_studio: LocalServer, browser: Browser,
             expect(notice).to_be_visible()
             done.refusals.append(" ".join(notice.locator("p").all_inner_texts()))
             done.missing_in_view = in_view(rating_column(page, "knowledge", 1).locator("textarea"))
+            done.agent_named = rating_column(page, "knowledge", 1).inner_text().splitlines()[0]
+            done.covered = page.evaluate(COVERED, rating_class("knowledge", 1))
             page.keyboard.type("   ")  # the page put the cursor in the missing rationale
             submit(page)  # a rationale of spaces is no rationale either
             done.refusals.append(" ".join(notice.locator("p").all_inner_texts()))
@@ -171,8 +205,9 @@ def journey(ls_client: Client, label_studio: LocalServer, browser: Browser,
             submit(page)
             done.entered.append(first)
 
-            page.wait_for_url(re.compile(r"/s/pilot/rate$"))
+            # The next episode comes into the editor already running: the page stays.
             expect(page.get_by_text("Episode 2 of 2")).to_be_visible()
+            expect(page.locator(".lsf-richtext").first).not_to_have_text(done.episodes[0])
             done.episodes.append(open_rating(page))
             second = answers(202, "first participant")
             fill(page, second)
@@ -193,11 +228,14 @@ def test_a_participant_from_prolific_rates_two_episodes_and_returns_with_the_cod
     pages = [re.sub(r"^http://[^/]+", "", url).split("?")[0] for url in journey.paths]
 
     # The arrival answers with a redirect, so Prolific's ids leave the address bar at once.
-    assert pages == ["/s/pilot/instructions", "/s/pilot/rate", "/s/pilot/rate", "/s/pilot/done",
+    assert pages == ["/s/pilot/instructions", "/s/pilot/rate", "/s/pilot/done",
                      "/submissions/complete"]
+    # The notice names the agent as the form does, and lies over nothing of the form.
+    assert journey.agent_named and "agent" not in journey.agent_named.lower()
     assert journey.refusals == ["One answer is still missing: Please explain your Knowledge "
-                                "rating for agent 1."] * 2
+                                f"rating for {journey.agent_named}."] * 2
     assert journey.missing_in_view
+    assert journey.covered == []
     assert journey.code_shown == CODE
     assert journey.prolific_paths == [f"/submissions/complete?cc={CODE}"]
     assert len(set(journey.episodes)) == 2

@@ -150,13 +150,15 @@ def test_a_saturated_gateway_answers_at_once_503_with_retry_after_and_serves_lat
         newcomer_link = served.link()
         rater = Participant.of(served.url)
         rater.begin()
+        script_path = re.search(r'src="(/static/\w+/gateway\.js)"',
+                                rater.http.get("/s/pilot/rate").text)[1]
         with saturating(served):
             started = time.monotonic()
             arriving = httpx.get(f"{served.url}/s/pilot", params=newcomer_link)
             submitting = rater.submit([])
             answered_in = time.monotonic() - started
             health = httpx.get(f"{served.url}/health")
-            script = httpx.get(f"{served.url}/static/gateway.js")
+            script = httpx.get(f"{served.url}{script_path}")
             researcher = httpx.get(f"{served.url}/researcher/pilot/sign-in")
 
         # Turned away at once, told when to come back, with the headers of every answer.

@@ -24,8 +24,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
 from ..live.dashboard import Dashboard, dashboard_routes, participants_with
@@ -34,6 +33,7 @@ from ..payment.follow import HOOK_LIMIT, HookRefused, receive_hook
 from ..payment.prolific import HOOK_PATH
 from ..screening.flags import FLAGS, Flag
 from . import arrival
+from .assets import Assets
 from .editor import Editor
 from .flow import PAGE_SEQUENCE
 from .gateway import Gateway
@@ -50,6 +50,7 @@ from .security import (
 )
 
 SESSION_COOKIE = "sotopia_study"
+IN_PLACE_HEADER = "x-next-in-place"
 SESSION_DAYS = 2
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -61,18 +62,22 @@ def unreadable(error: ValidationError) -> str:
     return f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}"
 
 
-def _templates(pages: tuple[Page, ...], editor: Editor) -> Jinja2Templates:
+def _templates(pages: tuple[Page, ...], editor: Editor, assets: Assets) -> Jinja2Templates:
     """The gateway's templates, then each page's own folder; ``editor`` says how the rating
-    page loads the editor."""
+    page loads the editor, ``assets`` where the static files are."""
     folders = dict.fromkeys(page.template_folder for page in pages if page.template_folder)
     environment = jinja2.Environment(
         loader=jinja2.ChoiceLoader([jinja2.PackageLoader("sotopia_ls.study.serving", "templates"),
                                     *(jinja2.FileSystemLoader(folder) for folder in folders)]),
         autoescape=True, undefined=jinja2.StrictUndefined,
     )
+    environment.filters["json_for_html"] = json_for_html
+    environment.globals["static"] = assets.own
     environment.globals["editor"] = {
-        "stylesheet": editor.loader.stylesheet, "scripts": editor.loader.scripts,
-        "loader": json_for_html(editor.loader.for_page()),
+        "base": assets.editor, "stylesheet": editor.loader.stylesheet,
+        "scripts": editor.loader.scripts,
+        # The release lets the page see that the gateway now serves other files.
+        "loader": json_for_html({**editor.loader.for_page(), "release": assets.release}),
     }
     return Jinja2Templates(env=environment)
 
@@ -120,7 +125,8 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     check_sequence(pages)
     study = gateway.study
     engine = gateway.engine
-    templates = _templates(pages, editor)
+    assets = Assets.of(editor)
+    templates = _templates(pages, editor, assets)
     base = f"/s/{study.name}"
     script_paths = tuple(f"/{page.submit.path}" for page in pages
                          if isinstance(page.submit, Script))
@@ -204,13 +210,21 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
         return endpoint
 
     def takes(page: Page, submit: Script) -> Endpoint:
-        """A page script's JSON submit; answers where to go next."""
+        """A page script's JSON submit; answers where to go next, and, when that is the same
+        page and the script keeps it (``IN_PLACE_HEADER``), what it shows again
+        (``Page.again_in_place``) with the files' release."""
 
         async def endpoint(request: Request) -> Response:
             visit = await current_visit(request)
             answers = await _answers(request, submit)
             after = await run_in_threadpool(page.before_next_page, turn(request, visit), answers)
-            return JSONResponse({"next": f"{base}/{current_page(pages, after, study).name}"})
+            following = current_page(pages, after, study)
+            answer: dict[str, Any] = {"next": f"{base}/{following.name}"}
+            if following is page and request.headers.get(IN_PLACE_HEADER) == "1":
+                answer |= {"again": await run_in_threadpool(page.again_in_place,
+                                                            turn(request, after)),
+                           "release": assets.release}
+            return JSONResponse(answer)
 
         return endpoint
 
@@ -267,7 +281,7 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     def busy(seconds: int) -> str:
         return templates.get_template("busy.html").render(title=study.title, seconds=seconds)
 
-    return SecurityHeaders(OverloadGuard(Starlette(
+    return SecurityHeaders(OverloadGuard(assets.serve(Starlette(
         routes=[
             Route("/health", health),
             *([Route(HOOK_PATH, prolific_hook, methods=["POST"])] if hook_secret else []),
@@ -276,9 +290,6 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
             *(dashboard_routes(dashboard, dashboard_token, render, https_only=https_only,
                                throttle=throttle)
               if dashboard and dashboard_token else []),
-            Mount("/static/editor", StaticFiles(directory=editor.folder)),
-            Mount("/static/fonts", StaticFiles(directory=editor.fonts)),
-            Mount("/static", StaticFiles(packages=[("sotopia_ls.study.serving", "static")])),
         ],
         middleware=[
             Middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
@@ -287,5 +298,5 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
         exception_handlers={HTTPException: refused, NotAccepted: not_accepted, 500: failed},
         lifespan=lifespan,
         debug=False,
-    ), gateway.load, busy_page=busy, json_paths=script_paths, limits=limits,
+    )), gateway.load, busy_page=busy, json_paths=script_paths, limits=limits,
         throttle=throttle))

@@ -8,6 +8,7 @@ Reordering or adding a page is a change to the sequence, given to ``create_app(p
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -26,13 +27,13 @@ from ..states import AssignmentState, Outcome, PracticeStanding
 from . import arrival
 from .arrival import Visit
 from .page import Form, NotAccepted, Page, PageRequest, Script
-from .security import json_for_html
 
 # A rating is a set of short answers; the bound leaves room for long rationales.
 MAX_SUBMISSION = 256 * 1024
 TOO_LONG = (f"This rating is too long to save: its rationales together may hold about "
             f"{MAX_SUBMISSION // 1024} KB. Please shorten the longest ones.")
 _EDITOR_SETTINGS = {"enableHotkeys": False, "enableTooltips": False, "enableLabelTooltips": False}
+_AGENT = re.compile(rf"\bagent ({'|'.join(map(str, AGENTS))})\b")
 
 
 class PostedRating(BaseModel):
@@ -132,6 +133,14 @@ class Rate(Page):
         return _finish(turn, visit)
 
     def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
+        shown = self.again_in_place(turn)
+        if shown is None:
+            return None
+        return {**shown, **_page_load(turn, shown["boot"])}
+
+    def again_in_place(self, turn: PageRequest) -> dict[str, Any] | None:
+        """The visit's lease (renewed, else a new one) and what its page shows; after a
+        rating, the script shows it in the editor it keeps."""
         study, visit = turn.study, turn.visit
         assignment = None if _judged(turn) else leases.lease_for_visit(
             turn.engine, study.name, visit.id, visit.participant_id,
@@ -142,7 +151,7 @@ class Rate(Page):
             _finish(turn, visit)
             return None
         leases.mark_shown(turn.engine, assignment.id)
-        return {**_editor(turn, assignment.task_id, assignment.key, Rate.submit),
+        return {"boot": _boot(turn, assignment.task_id, assignment.key, Rate.submit),
                 "number": visit.rated + 1, "total": study.episodes_per_participant}
 
     def before_next_page(self, turn: PageRequest, answers: PostedRating) -> Visit:
@@ -169,22 +178,28 @@ class Rate(Page):
         return after
 
 
-def _editor(turn: PageRequest, task_id: int, key: str, submit: Script) -> dict[str, Any]:
-    """What a page showing Label Studio's editor on the task gets: the editor's boot data
-    (``key`` names the page's rating, ``submit`` where it goes) and the instructions."""
-    boot = {
-        "config": turn.gateway.config,
+def _boot(turn: PageRequest, task_id: int, key: str, submit: Script) -> dict[str, Any]:
+    """The editor's boot data for a task (``key`` names the page's rating, ``submit`` where it
+    goes), without the labeling config, which only a page load sends (``_page_load``)."""
+    data = turn.gateway.shown(task_id)
+    return {
         # A constant task id: the editor shows it, and a real one means nothing to a participant.
-        "task": {"id": 1, "data": turn.gateway.shown(task_id)},
+        "task": {"id": 1, "data": data},
         "assignment": key,
         "submit": f"{turn.base}/{submit.path}",
         "csrf": turn.csrf,
         "settings": _EDITOR_SETTINGS,
-        "required": turn.gateway.required,
+        "required": naming_agents(turn.gateway.required, data),
         "typing": page_counting(),
         "visible": page_measuring(),
     }
-    return {"boot": json_for_html(boot), "instructions": turn.gateway.instructions}
+
+
+def _page_load(turn: PageRequest, boot: dict[str, Any]) -> dict[str, Any]:
+    """What a page load of the editor adds to its boot data: the labeling config (a running
+    editor keeps it) and the instructions."""
+    return {"boot": {**boot, "config": turn.gateway.config},
+            "instructions": turn.gateway.instructions}
 
 
 class PracticeEpisode(Page):
@@ -211,7 +226,7 @@ class PracticeEpisode(Page):
         # The page's key only names its time on task in the browser: the server decides the
         # episode and the attempt.
         key = f"{visit.id:024x}{task:08x}"[-32:]
-        return _editor(turn, task, key, PracticeEpisode.submit)
+        return _page_load(turn, _boot(turn, task, key, PracticeEpisode.submit))
 
     def before_next_page(self, turn: PageRequest, answers: PostedRating) -> Visit:
         """Score the rating as the participant's next attempt, unless they have none left,
@@ -278,6 +293,15 @@ def _failed_practice(turn: PageRequest) -> bool:
     """Whether the visit's participant failed every attempt of the study's practice."""
     return turn.study.practice is not None and practice.standing(
         turn.engine, turn.study.practice, turn.visit.participant_id) == PracticeStanding.FAILED
+
+
+def naming_agents(required: list[dict[str, Any]], data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The required fields, each message naming its agent as the form does ("for Eli Dawson",
+    not the config's "for agent 1")."""
+    def name(agent: re.Match[str]) -> str:
+        return str(data.get(agent_field(int(agent[1]), "name")) or agent[0])
+
+    return [{**field, "message": _AGENT.sub(name, field["message"])} for field in required]
 
 
 def _judged(turn: PageRequest) -> qualification.Verdict | None:

@@ -99,6 +99,11 @@ class Page:
     def vars_for_template(self, turn: PageRequest) -> dict[str, Any] | None:
         return {}
 
+    def again_in_place(self, turn: PageRequest) -> dict[str, Any] | None:
+        """What the page's script needs to show this page again without loading it (the next
+        episode), the server deciding what; None: the script loads the page anew."""
+        return None
+
     def before_next_page(self, turn: PageRequest, answers: BaseModel) -> Visit:
         arrival.record_answers(turn.engine, turn.visit.id, self.name,
                                answers.model_dump(mode="json"))

@@ -6,6 +6,7 @@
 (function () {
   "use strict";
   var boot = JSON.parse(document.getElementById("boot").textContent);
+  var release = JSON.parse(document.getElementById("editor-loader").textContent).release;
   var notice = document.getElementById("notice");
   // One request at a time: the editor lets a second click through after 500 ms (as "Update").
   var sending = false;
@@ -79,12 +80,16 @@
   }, true);
 
   // Time on task: seconds while the tab is shown and its window has the focus, counted from the
-  // page's start; kept in the tab's session storage, so a reload of the episode adds to them.
-  var VISIBLE_KEY = "sotopia-visible-seconds:" + boot.assignment;
-  var visibleBefore = Math.max(0, Number(stored(function (storage) {
-    return storage.getItem(VISIBLE_KEY);
-  })) || 0);
-  var visibleSince = null;
+  // episode's start; kept in the tab's session storage, so a reload of the episode adds to them.
+  var visibleKey, visibleBefore, visibleSince = null;
+
+  function countVisibleFrom(assignment) {
+    visibleKey = "sotopia-visible-seconds:" + assignment;
+    visibleBefore = Math.max(0, Number(stored(function (storage) {
+      return storage.getItem(visibleKey);
+    })) || 0);
+    visibleSince = null;
+  }
 
   // Session storage, when the browser allows it (else a reload starts the count again).
   function stored(use) {
@@ -104,16 +109,23 @@
     visibleBefore = visibleSeconds();
     var onTask = document.visibilityState === "visible" && document.hasFocus();
     visibleSince = onTask ? performance.now() : null;
-    stored(function (storage) { storage.setItem(VISIBLE_KEY, String(visibleBefore)); });
+    stored(function (storage) { storage.setItem(visibleKey, String(visibleBefore)); });
   }
 
   document.addEventListener("visibilitychange", watchVisible);
   ["focus", "blur", "pagehide"].forEach(function (name) {
     window.addEventListener(name, watchVisible);
   });
+  countVisibleFrom(boot.assignment);
   watchVisible();
 
-  // The notice stays in a corner of the window (gateway.css), so showing it moves nothing.
+  // The notice is a row of the bar at the top of the window (gateway.css); the episode column
+  // sticks below the bar, whatever its height.
+  var bar = document.querySelector(".study-bar");
+  new ResizeObserver(function () {
+    document.documentElement.style.setProperty("--bar", bar.offsetHeight + "px");
+  }).observe(bar);
+
   function show(lines) {
     notice.textContent = "";
     lines.forEach(function (line) {
@@ -165,10 +177,15 @@
 
   ["input", "change"].forEach(function (name) { root.addEventListener(name, recheck); });
 
+  // The missing answer's dimension goes to the top of the window, just below the bar and its
+  // notice: its heading and guidance are read above the answer.
+  var DIMENSION = ".sotopia-dimension";
+
   function goTo(field) {
     var place = root.querySelector(field.anchor);
     if (!place) return;
-    place.scrollIntoView({ block: "center" });
+    var dimension = place.closest(DIMENSION) || place;
+    window.scrollBy(0, dimension.getBoundingClientRect().top - bar.offsetHeight - 8);
     var control = place.matches(TEXT) ? place : place.querySelector("input");
     if (control) control.focus({ preventScroll: true });
   }
@@ -211,11 +228,22 @@
     return [(body && body.error) || "Your rating could not be saved. Please try again."];
   }
 
+  // The editor draws its Submit button again when the page's layout changes (a notice shown):
+  // while a rating is being sent, each new drawing is disabled too.
+  function disableSubmit(on) {
+    var button = root.querySelector(SUBMIT);
+    if (button && button.disabled !== on) button.disabled = on;
+  }
+
+  new MutationObserver(function () {
+    if (sending) disableSubmit(true);
+  }).observe(root, { subtree: true, childList: true, attributes: true,
+                     attributeFilter: ["disabled"] });
+
   // While a rating is being saved the page says so and its Submit button stays disabled;
   // any other notice replaces this one.
   function saving(on) {
-    var button = root.querySelector(SUBMIT);
-    if (button) button.disabled = on;
+    disableSubmit(on);
     show(on ? ["Saving your rating…"] : []);
     notice.classList.toggle("saving", on);
   }
@@ -233,7 +261,9 @@
     fetch(boot.submit, {
       method: "POST",
       credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": boot.csrf },
+      // The next episode is asked to come in the answer: this page keeps its editor.
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": boot.csrf,
+                 "X-Next-In-Place": "1" },
       body: body,
     })
       .then(function (response) {
@@ -246,11 +276,17 @@
       })
       .then(function (answer) {
         if (!answer) return;
-        if (answer.ok) {
+        if (answer.ok && answer.body.again && answer.body.release === release) {
+          try {
+            showAgain(answer.body.again);
+          } catch (error) {  // the editor would not take it: the page loads it anew
+            window.location.assign(answer.body.next);
+          }
+        } else if (answer.ok) {
           window.location.assign(answer.body.next);
-          return;
+        } else {
+          stopSaving(refused(answer.body));
         }
-        stopSaving(refused(answer.body));
       })
       .catch(function () {
         stopSaving(["Your rating could not be sent: check your connection and submit again."]);
@@ -268,18 +304,48 @@
     }));
   }
 
+  function task() {
+    return { id: boot.task.id, data: boot.task.data, annotations: [], predictions: [] };
+  }
+
+  function newAnnotation(store) {
+    var annotation = store.annotationStore.addAnnotation({ userGenerate: true });
+    store.annotationStore.selectAnnotation(annotation.id);
+  }
+
+  // The next episode, as the gateway chose it, in the editor already running (as Label
+  // Studio's own app does between tasks): nothing is loaded or run again but the task.
+  function showAgain(again) {
+    boot = again.boot;
+    document.getElementById("boot").textContent = JSON.stringify(boot);
+    typing = {};
+    countVisibleFrom(boot.assignment);
+    watchVisible();
+    editor.resetState();
+    editor.assignTask(task());
+    editor.initializeStore(task());
+    newAnnotation(editor);
+    document.querySelector(".study-progress").textContent =
+      "Episode " + again.number + " of " + again.total;
+    window.scrollTo(0, 0);
+    var episode = root.querySelector(EPISODE);
+    if (episode) episode.scrollTop = 0;
+    sending = false;
+    saving(false);
+    document.dispatchEvent(new CustomEvent("sotopia:episode", { detail: again.number }));
+  }
+
   window.loadLabelStudio().then(function (LabelStudio) {
     new LabelStudio(root, {
       config: boot.config,
-      task: { id: boot.task.id, data: boot.task.data, annotations: [], predictions: [] },
+      task: task(),
       // The form and its Submit button only: no annotation list, no other work, no navigation.
       interfaces: ["topbar", "controls"],
       settings: boot.settings,
       user: { id: 1, pk: 1, firstName: "Participant" },
       onLabelStudioLoad: function (LS) {
         editor = LS;
-        var annotation = LS.annotationStore.addAnnotation({ userGenerate: true });
-        LS.annotationStore.selectAnnotation(annotation.id);
+        newAnnotation(LS);
       },
       onSubmitAnnotation: function (LS, annotation) { send(annotation); },
       onUpdateAnnotation: function (LS, annotation) { send(annotation); },
