@@ -23,6 +23,7 @@ from ..adjudication.reading import (
 from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
+from ..statistics import DEFAULT_EPSILON
 from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..study.settings import DATABASE_ENV
 from .export import ExportResult, Reading, export_file, export_project
@@ -257,11 +258,17 @@ def _study_records(studies: tuple[Path, ...], database: str | None
     "adjudicated_scores.csv settles a disagreement, its score replaces the raters'. The report "
     "says which it used.",
 )
+@click.option(
+    "--alt-test-epsilon", type=click.FloatRange(0, 1), default=DEFAULT_EPSILON,
+    show_default=True, metavar="ε",
+    help="The alternative annotator test's margin for the judge's lower cost: 0.1 for crowd "
+    "workers, 0.15 for trained annotators, 0.2 for experts (the paper's rule of thumb).",
+)
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
     with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
     output: Path, workers: int, from_export: Path | None, reference: Path | None,
-    bootstrap: int, seed: int, scores: str,
+    bootstrap: int, seed: int, scores: str, alt_test_epsilon: float,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
@@ -271,7 +278,8 @@ def report_command(
     and near-constant flags; Sotopia-π's pairwise agreement, α and κ computed as its script
     does, for comparison with that paper; human vs model (Pearson and Spearman with
     intervals, MSE, bias), how many episodes had a model evaluation, and the model against
-    the spread between humans; the study-integrity audit; qualification against reference
+    the spread between humans; whether each judge can replace a person (the alternative
+    annotator test); the study-integrity audit; qualification against reference
     ratings; per-annotator counts, times and distance from the others; and the plots.
 
     Example:
@@ -299,7 +307,8 @@ def report_command(
         raise click.UsageError("--scores adjudicated reads the adjudicated_scores.csv of an "
                                "export folder: export with --adjudication-project, then give "
                                "--from-export")
-    settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv}
+    settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv,
+                "alt_test_epsilon": alt_test_epsilon}
     with failures_as_messages():
         if from_export is not None:
             report = report_export(from_export, output, scores=scores, **settings)
