@@ -166,6 +166,15 @@ added_ratings = Table(
     Column("slot", Integer, nullable=False),
 )
 
+# An episode chosen to be rated by three participants (``third_rater_share``): its slots above
+# k were planned, not added by adaptive extra raters. A table of its own, so that databases
+# made before it get it too.
+third_raters = Table(
+    "third_raters", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+)
+
 # A gateway process writing a task's meta in Label Studio (``marks.meta_turn``): one at a time
 # per task, since Label Studio replaces meta whole. ``holder`` names the turn; a claim lapses at
 # ``claimed_until``. A table of its own, so that databases made before it get it too.

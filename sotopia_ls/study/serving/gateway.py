@@ -71,7 +71,8 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
     added = leases.add_episodes(engine, study.name,
                                 {task: fields.shown(d) for task, d in data.items()},
                                 study.raters_per_episode, references,
-                                gold_only=study.qualification is not None)
+                                gold_only=study.qualification is not None,
+                                third_rater_share=study.third_rater_share)
     if study.uses_gold:
         mark_gold(study, client, engine, data.keys())
     return added
