@@ -47,6 +47,10 @@ NO_DEPS: dict[str, tuple[NoDeps, ...]] = {
 }
 
 
+# The requirements imported under another name than their own (``-`` read as ``_``).
+IMPORTED_AS = {"ppi-python": "ppi_py"}
+
+
 def included_extras(extra: str) -> list[str]:
     """``extra`` and the extras of this package it includes (``server`` includes ``export``)."""
     found = [extra]
@@ -64,12 +68,12 @@ def no_deps(extras: Iterable[str]) -> list[NoDeps]:
 
 
 def extra_modules(extra: str, *, included: bool = True) -> list[str]:
-    """The top-level modules ``extra`` installs: each requirement's import name (every
-    requirement of ours is imported under its own name, ``-`` read as ``_``), those of this
-    package's extras it includes (unless ``included`` is false), and those of its ``no_deps``
-    libraries."""
+    """The top-level modules ``extra`` installs: each requirement's import name (its own name,
+    ``-`` read as ``_``, unless ``IMPORTED_AS`` says otherwise), those of this package's extras
+    it includes (unless ``included`` is false), and those of its ``no_deps`` libraries."""
     extras = included_extras(extra) if included else [extra]
-    modules = [canonicalize_name(requirement.name).replace("-", "_")
+    modules = [IMPORTED_AS.get(canonicalize_name(requirement.name),
+                               canonicalize_name(requirement.name).replace("-", "_"))
                for name in extras for requirement in requirements(name)
                if canonicalize_name(requirement.name) != DISTRIBUTION]
     later = [library.module for name in extras for library in NO_DEPS.get(name, ())]

@@ -23,7 +23,7 @@ from ..adjudication.reading import (
 from ..extras import require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
-from ..statistics import DEFAULT_EPSILON
+from ..statistics import DEFAULT_EPSILON, DEFAULT_PLAN_RESAMPLES
 from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..study.settings import DATABASE_ENV
 from .export import ExportResult, Reading, export_file, export_project
@@ -327,3 +327,48 @@ def report_command(
     click.echo(report.inputs.scores)
     click.echo(f"wrote {output / 'report.html'}")
 
+
+
+@click.command("plan")
+@click.option(
+    "--from-export", "from_export", required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The pilot's export folder (`sotopia-ls export` of a project the judges evaluated).",
+)
+@click.option("--width", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Target width of each dimension's 95% interval of the mean, in points.")
+@click.option("--study-episodes", type=click.IntRange(min=2),
+              help="Episodes of the whole study, every one scored by the judge [default: as "
+              "many as the judge scored in the pilot].")
+@click.option("--alt-test-epsilon", type=click.FloatRange(0, 1), default=DEFAULT_EPSILON,
+              show_default=True, metavar="ε", help="The alternative annotator test's ε.")
+@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_PLAN_RESAMPLES,
+              show_default=True, help="Resamples of the pilot behind each figure.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the resampling; the same seed and pilot give the same figures.")
+def plan_command(from_export: Path, width: float, study_episodes: int | None,
+                 alt_test_epsilon: float, resamples: int, seed: int) -> None:
+    """How many people to pay for, from a pilot: per judge and dimension, the episodes people
+    must rate for a 95% interval of the mean --width points wide, alone and with the judge's
+    scores on every episode (prediction-powered); and the units with three raters on which
+    the judge passes the alternative annotator test in 80% of the resamples. Found by
+    resampling the pilot; the assumptions are printed under the table.
+
+    Example:
+
+        sotopia-ls plan --from-export results/ --width 1
+
+        sotopia-ls plan --from-export results/ --width 0.5 --study-episodes 400
+
+        sotopia-ls plan --from-export results/ --width 1 --alt-test-epsilon 0.15 --seed 7
+    """
+    require_extra("export")
+    require_extra("ppi", included=False)
+    from ..report.plan import plan_export
+
+    with failures_as_messages():
+        planned = plan_export(from_export, width, study_episodes=study_episodes,
+                              epsilon=alt_test_epsilon, resamples=resamples, seed=seed)
+    click.echo(planned.table.astype(object).fillna("–").to_string(index=False))
+    for line in planned.assumptions:
+        click.echo(f"- {line}")

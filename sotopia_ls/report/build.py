@@ -220,14 +220,7 @@ def report_export(
                                     "--adjudication-project to write one")])
 
     def read(name: str, reader: Callable[[Path], Any]) -> Any:
-        path = folder / name
-        if not path.is_file():
-            raise InvalidInput([Problem(str(folder), "", f"no {name}: not a sotopia-ls export "
-                                        "folder (sotopia-ls export -o FOLDER writes one)")])
-        try:
-            return reader(path)
-        except (ValueError, OSError, TypeError) as error:
-            raise InvalidInput([Problem(str(path), "", f"cannot read it: {error}")]) from None
+        return read_export(folder, name, reader)
 
     def tally(path: Path) -> Tally:
         summary = json.loads(path.read_text(encoding="utf-8"))
@@ -239,13 +232,29 @@ def report_export(
         [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()],
         columns=AUDIT_COLUMNS))
     return _build_and_write(
-        read("scores_long.parquet", pd.read_parquet),
-        read("model_scores.csv", lambda path: pd.read_csv(
-            path, dtype={"episode_id": str, "evaluator": str})),
+        read("scores_long.parquet", pd.read_parquet), read("model_scores.csv", model_scores_csv),
         counts, audit, out_dir, reference, bootstrap, seed, raw_csv,
         read(ADJUDICATED_FILE, _adjudicated) if scores == "adjudicated" else None,
         alt_test_epsilon,
     )
+
+
+def read_export(folder: Path, name: str, reader: Callable[[Path], Any]) -> Any:
+    """The file ``name`` of an export folder, read by ``reader``; a missing or unreadable one
+    is a problem naming it."""
+    path = folder / name
+    if not path.is_file():
+        raise InvalidInput([Problem(str(folder), "", f"no {name}: not a sotopia-ls export "
+                                    "folder (sotopia-ls export -o FOLDER writes one)")])
+    try:
+        return reader(path)
+    except (ValueError, OSError, TypeError) as error:
+        raise InvalidInput([Problem(str(path), "", f"cannot read it: {error}")]) from None
+
+
+def model_scores_csv(path: Path) -> pd.DataFrame:
+    """An export's ``model_scores.csv``, its ids read as text."""
+    return pd.read_csv(path, dtype={"episode_id": str, "evaluator": str})
 
 
 def _adjudicated(path: Path) -> pd.DataFrame:

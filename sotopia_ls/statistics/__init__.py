@@ -8,3 +8,5 @@ live dashboard compute the same figures."""
 # The alternative annotator test's ε for crowd workers (the paper's rule of thumb; ``alttest``):
 # here, so that the command line shows it without importing the statistics libraries.
 DEFAULT_EPSILON = 0.1
+# Resamples of a pilot behind each of ``sotopia-ls plan``'s figures (``planning``).
+DEFAULT_PLAN_RESAMPLES = 100
