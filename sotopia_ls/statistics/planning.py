@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from . import DEFAULT_EPSILON, DEFAULT_PLAN_RESAMPLES
 from .alttest import DEFAULT_Q, MIN_ITEMS, _crowded, duels
@@ -105,8 +104,8 @@ def _passes(wins: pd.DataFrame, size: int, epsilon: float, resamples: int,
                                   nan_policy="omit").pvalue
         p_values.append(np.nan_to_num(np.asarray(p, float), nan=1.0))
     p_values = np.column_stack(p_values)
-    won = [multipletests(row, alpha=DEFAULT_Q, method="fdr_by")[0].mean() for row in p_values]
-    return float(np.mean(np.asarray(won) >= 0.5))
+    won = (stats.false_discovery_control(p_values, axis=1, method="by") <= DEFAULT_Q).mean(axis=1)
+    return float(np.mean(won >= 0.5))
 
 
 def _alt_test_units(crowded: pd.DataFrame, epsilon: float, power: float, resamples: int,
