@@ -56,27 +56,35 @@ def _crowded(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def duels(rows: pd.DataFrame, annotator: str) -> pd.DataFrame:
-    """Per item and left-out ``annotator``: whether the judge (``model``) aligns with the other
-    annotators at least as well as the left-out one (``judge_wins``), and the converse."""
-    pairs = rows.merge(rows[[*UNIT, annotator, "score"]], on=UNIT, suffixes=("", "_other"))
+    """Per item, dimension and left-out ``annotator``: whether the judge (``model``) aligns
+    with the other annotators at least as well as the left-out one (``judge_wins``), and the
+    converse."""
+    item = [*UNIT, "dimension"]
+    rows = rows[[*item, annotator, "score", "model"]]
+    pairs = rows.merge(rows[[*item, annotator, "score"]], on=item, suffixes=("", "_other"))
     pairs = pairs[pairs[annotator] != pairs[f"{annotator}_other"]]
     pairs = pairs.assign(human=(pairs["score"] - pairs["score_other"]) ** 2,
                          judge=(pairs["model"] - pairs["score_other"]) ** 2)
     # Mean squared errors compared for RMSEs; rounded so a tie is a tie whatever the sum order.
-    errors = pairs.groupby([annotator, *UNIT])[["human", "judge"]].mean().round(9)
+    errors = pairs.groupby([annotator, *item])[["human", "judge"]].mean().round(9)
     return pd.DataFrame({"judge_wins": errors["judge"] <= errors["human"],
                          "human_wins": errors["human"] <= errors["judge"]}).reset_index()
 
 
-def _test(rows: pd.DataFrame, epsilon: float, q: float, min_items: int,
-          items_per_episode: int) -> dict[str, object]:
-    """ω, ρ and the verdict on one judge's ``rows`` of one agent (or all) and dimension."""
+def _test(rows: pd.DataFrame, wins: dict[str, pd.DataFrame], epsilon: float, q: float,
+          min_items: int, items_per_episode: int) -> dict[str, object]:
+    """ω, ρ and the verdict on one judge's ``rows`` of one agent (or all) and dimension, and
+    their ``duels`` by each way of forming the annotators (``wins``, by column)."""
+    if rows.empty:  # no item with three raters yet: nothing to compute
+        return {"annotators": "", "items": 0, "annotators_tested": 0, "winning_rate": np.nan,
+                "advantage_probability": np.nan, "verdict": Verdict.TOO_FEW.value,
+                "third_raters_needed": math.ceil(min_items / items_per_episode)}
     people = rows.drop_duplicates(["annotator_id", *UNIT]).groupby("annotator_id").size()
     grouping = Annotators.PEOPLE if (people >= min_items).all() else Annotators.POSITIONS
     annotator = "annotator_id" if grouping is Annotators.PEOPLE else "position"
     items = len(rows[UNIT].drop_duplicates())
     p_values, advantages = [], []
-    for _, duel in duels(rows, annotator).groupby(annotator):
+    for _, duel in wins[annotator].groupby(annotator):
         if len(duel) < min_items:
             continue
         difference = duel["human_wins"].astype(int) - duel["judge_wins"].astype(int)
@@ -95,6 +103,12 @@ def _test(rows: pd.DataFrame, epsilon: float, q: float, min_items: int,
                   "verdict": (Verdict.PASSES if winning >= 0.5 else Verdict.FAILS).value}
 
 
+def _scoped(frame: pd.DataFrame, agent: object, panel: str) -> pd.DataFrame:
+    """The rows of one agent (or all) and dimension."""
+    kept = frame["dimension"] == panel
+    return frame[kept if agent == ALL_AGENTS else kept & (frame["agent"] == agent)]
+
+
 def alt_test(long: pd.DataFrame, model_scores: pd.DataFrame, epsilon: float = DEFAULT_EPSILON,
              q: float = DEFAULT_Q, min_items: int = MIN_ITEMS) -> pd.DataFrame:
     """Per judge, agent (all agents first, then each) and dimension (then overall): the
@@ -107,11 +121,12 @@ def alt_test(long: pd.DataFrame, model_scores: pd.DataFrame, epsilon: float = DE
     table = []
     for judge in judges:
         rows = crowded.merge(judged[judged[JUDGE] == judge], on=[*UNIT, "dimension"])
+        wins = {column: duels(rows, column) for column in ("annotator_id", "position")}
         for agent in agents:
-            scoped = rows if agent == ALL_AGENTS else rows[rows["agent"] == agent]
             for panel in PANELS:
-                test = _test(scoped[scoped["dimension"] == panel], epsilon, q, min_items,
-                             len(agents) - 1 if agent == ALL_AGENTS else 1)
+                test = _test(_scoped(rows, agent, panel),
+                             {column: _scoped(w, agent, panel) for column, w in wins.items()},
+                             epsilon, q, min_items, len(agents) - 1 if agent == ALL_AGENTS else 1)
                 table.append({JUDGE: judge, "agent": str(agent), "dimension": panel,
                               "measure": MEASURE, "epsilon": epsilon, "q": q, **test})
     return pd.DataFrame(table, columns=ALT_TEST_COLUMNS)
