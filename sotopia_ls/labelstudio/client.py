@@ -544,6 +544,13 @@ def project_task_data(client: Client, project_id: int) -> dict[int, dict[str, An
         return {task.id: dict(task.data or {}) for task in tasks}
 
 
+def project_task_meta(client: Client, project_id: int) -> dict[int, dict[str, Any]]:
+    """``task id → meta`` of every task of the project (out of annotators' sight)."""
+    with sdk_errors("listing tasks", project=project_id):
+        tasks = client.tasks.list(project=project_id, include="id,meta", page_size=_PAGE_SIZE)
+        return {task.id: dict(task.meta or {}) for task in tasks}
+
+
 def ground_truth_results(client: Client, project_id: int) -> dict[int, tuple[int, list[Any]]]:
     """``task id → (annotation id, result)`` of the project's ground-truth annotations
     (cancelled ones left out). Label Studio keeps at most one per task."""

@@ -175,6 +175,16 @@ third_raters = Table(
     Column("task_id", Integer, primary_key=True),
 )
 
+# Each task's judges' evaluations as its meta stores them (``stored_judges``), copied when a
+# gateway starts or syncs: the running alternative annotator test reads them in the worker
+# process; no page shows them. A table of its own, so that databases made before it get it too.
+judge_evaluations = Table(
+    "judge_evaluations", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("judges", JSON, nullable=False),
+)
+
 # A gateway process writing a task's meta in Label Studio (``marks.meta_turn``): one at a time
 # per task, since Label Studio replaces meta whole. ``holder`` names the turn; a claim lapses at
 # ``claimed_until``. A table of its own, so that databases made before it get it too.

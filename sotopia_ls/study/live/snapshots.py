@@ -24,13 +24,14 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ...extras import install_commands, missing_modules
-from ...labelstudio.tasks import EPISODE_ID
+from ...labelstudio.tasks import EPISODE_ID, stored_judges
 from ..settings import StudyFile
 from ..store import (
     Snapshot,
     agreement_snapshots,
     assignments,
     episode_ids,
+    judge_evaluations,
     open_store,
     participants,
     rated,
@@ -60,6 +61,21 @@ def keep_episode_ids(engine: Engine, study: str, data: dict[int, dict[str, Any]]
     dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
     with engine.begin() as conn:
         conn.execute(dialect.insert(episode_ids).on_conflict_do_nothing(), rows)
+
+
+def keep_judges(engine: Engine, study: str, meta: dict[int, dict[str, Any]]) -> None:
+    """Record the judges' evaluations each task's meta holds (``meta``: task id → meta), as
+    stored: the worker validates them. A task's row is replaced, so a sync brings the judges
+    evaluated since."""
+    rows = [{"study": study, "task_id": task, "judges": judges}
+            for task, fields in meta.items() if (judges := stored_judges(fields))]
+    if not rows:
+        return
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    upsert = dialect.insert(judge_evaluations)
+    with engine.begin() as conn:
+        conn.execute(upsert.on_conflict_do_update(
+            index_elements=["study", "task_id"], set_={"judges": upsert.excluded.judges}), rows)
 
 
 def figures_unavailable() -> str | None:

@@ -18,9 +18,10 @@ from ...labelstudio.client import (
     find_project,
     merge_task_meta,
     project_task_data,
+    project_task_meta,
 )
 from ...labelstudio.tasks import GOLD
-from ..live.snapshots import keep_episode_ids
+from ..live.snapshots import keep_episode_ids, keep_judges
 from ..outbox.saving import LabelStudioWriter, required_fields, to_names
 from ..screening.gold import gold_references
 from ..settings import StudyFile
@@ -55,9 +56,10 @@ def project_config(study: StudyFile, client: Client) -> str:
 def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
                      config: str) -> leases.Added:
     """Copy the shown part of every task the gateway's database does not hold yet, each with
-    its k slots and its episode id (for the running agreement), and, in a study that uses
-    gold, the gold episodes' references (read again each time: ``gold.gold_references``); a
-    qualification round gives no task slots, as it serves gold only. Running gateways offer
+    its k slots, its episode id and its judges' evaluations (for the running figures), and,
+    in a study that uses gold, the gold episodes' references (read again each time:
+    ``gold.gold_references``); a qualification round gives no task slots, as it serves gold
+    only. Running gateways offer
     them at once: assignment reads the slots and the gold from the database. Each gold
     episode is marked in its task's meta (``tasks.GOLD``), so that an export counts it apart
     (``mark_gold``)."""
@@ -68,6 +70,7 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
                                project=study.project)
     references = gold_references(study, client, data) if study.uses_gold else None
     keep_episode_ids(engine, study.name, data)
+    keep_judges(engine, study.name, project_task_meta(client, study.project))
     added = leases.add_episodes(engine, study.name,
                                 {task: fields.shown(d) for task, d in data.items()},
                                 study.raters_per_episode, references,
