@@ -31,7 +31,7 @@ from .errors import InvalidInput, header_problem, keep_secret, redacted
 from .evaluate import WRITE_BATCH, evaluate_project
 from .extras import require_extra
 from .folders import replaced_folder, write_file
-from .exporter.commands import export_command, report_command
+from .exporter.commands import export_command, plan_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
 from .importer.load import parse_agent_models, with_agent_models
 from .judge import MAX_REASONING_CHARS, LLMJudge
@@ -580,6 +580,7 @@ def adjudicate_command(url: str | None, api_key: str | None, project: str, thres
 
 main.add_command(export_command)
 main.add_command(report_command)
+main.add_command(plan_command)
 main.add_command(ml_backend_command)
 main.add_command(connect_command)
 main.add_command(study_command)

@@ -62,13 +62,15 @@ def test_one_file_holds_every_section_table_and_plot(page):
     for section in ("Agreement per dimension", "Agreement by model pair",
                     "Agreement by agent position", "Comparable with Sotopia-π",
                     "Gwet&#x27;s AC1 and AC2", "Human vs model",
-                    "Model against the spread between humans", "Each agent model&#x27;s scores",
+                    "Model against the spread between humans", "Can the judge replace a person?",
+                    "Each agent model&#x27;s scores",
                     "Qualification", "Annotators"):
         assert f"<h2>{section}</h2>" in html
     assert {p.name for p in page.parent.iterdir()} == {
         "report.html", "audit.csv", "model_coverage.csv", "agreement.csv",
         "agreement_breakdown.csv", "gwet.csv", "human_vs_model.csv", "model_vs_human_noise.csv",
-        "agent_model_scores.csv", "agent_model_differences.csv", "annotators.csv",
+        "agent_model_scores.csv", "agent_model_differences.csv", "alt_test.csv",
+        "annotators.csv",
     }
 
 
@@ -228,7 +230,7 @@ def test_every_table_fits_a_window_1440_pixels_wide(full_page):
             window = browser.new_page(viewport={"width": 1440, "height": 900})
             window.goto(full_page.as_uri())
             # All but the empty audit; each agent model's scores has two.
-            assert window.locator("table").count() == 13
+            assert window.locator("table").count() == 14
             assert window.evaluate("document.documentElement.scrollWidth") <= 1440
             too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
                 .filter(e => e.getBoundingClientRect().right > 1440

@@ -196,6 +196,11 @@ def test_the_dashboard_page_updates_itself_as_ratings_arrive(
         expect(page.locator("#agreement-note")).to_contain_text("On 1 ratings")
         expect(goal.locator('[data-figure="pairs"]')).to_have_text("0")
         expect(goal.locator('[data-figure="alpha"]')).to_have_text("–")
+        # The first episode's stored Sotopia evaluation is a judge: no episode has three
+        # raters yet, so the page says how many more need one (15, of two agents each).
+        tested = page.locator('#alt-test tr[data-key="goal"]')
+        expect(tested).to_contain_text("too few items")
+        expect(tested.locator('[data-figure="third_raters_needed"]')).to_have_text("15")
         page.evaluate("window.notReloaded = true")
 
         # The second participant gets the same episode (pairs complete first).

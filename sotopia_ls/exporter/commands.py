@@ -23,6 +23,7 @@ from ..adjudication.reading import (
 from ..extras import missing_extra, require_extra
 from ..labelstudio.client import annotator_emails, connect
 from ..options import failures_as_messages, server_options
+from ..statistics import DEFAULT_EPSILON, DEFAULT_PLAN_RESAMPLES
 from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..study.settings import DATABASE_ENV
 from .export import ExportResult, Reading, export_file, export_project
@@ -257,11 +258,17 @@ def _study_records(studies: tuple[Path, ...], database: str | None
     "adjudicated_scores.csv settles a disagreement, its score replaces the raters'. The report "
     "says which it used.",
 )
+@click.option(
+    "--alt-test-epsilon", type=click.FloatRange(0, 1), default=DEFAULT_EPSILON,
+    show_default=True, metavar="ε",
+    help="The alternative annotator test's margin for the judge's lower cost: 0.1 for crowd "
+    "workers, 0.15 for trained annotators, 0.2 for experts (the paper's rule of thumb).",
+)
 def report_command(
     project: str | None, from_file: Path | None, url: str | None, api_key: str | None,
     with_predictions: bool, keep_identities: bool, raw_csv: bool, exclude_rejected: bool,
     output: Path, workers: int, from_export: Path | None, reference: Path | None,
-    bootstrap: int, seed: int, scores: str,
+    bootstrap: int, seed: int, scores: str, alt_test_epsilon: float,
 ) -> None:
     """Write the agreement report (report.html and its tables as CSV).
 
@@ -271,10 +278,10 @@ def report_command(
     and near-constant flags; Sotopia-π's pairwise agreement, α and κ computed as its script
     does, for comparison with that paper; human vs model (Pearson and Spearman with
     intervals, MSE, bias), how many episodes had a model evaluation, and the model against
-    the spread between humans; the study-integrity audit; qualification against reference
-    ratings; per-annotator counts, times and distance from the others; each agent model's
-    mean scores from people, each judge, and prediction-powered (the ppi extra); and the
-    plots.
+    the spread between humans; whether each judge can replace a person (the alternative
+    annotator test); the study-integrity audit; qualification against reference ratings;
+    per-annotator counts, times and distance from the others; each agent model's mean scores
+    from people, each judge, and prediction-powered (the ppi extra); and the plots.
 
     Example:
 
@@ -301,7 +308,8 @@ def report_command(
         raise click.UsageError("--scores adjudicated reads the adjudicated_scores.csv of an "
                                "export folder: export with --adjudication-project, then give "
                                "--from-export")
-    settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv}
+    settings = {"reference": reference, "bootstrap": bootstrap, "seed": seed, "raw_csv": raw_csv,
+                "alt_test_epsilon": alt_test_epsilon}
     with failures_as_messages():
         if from_export is not None:
             report = report_export(from_export, output, scores=scores, **settings)
@@ -323,3 +331,48 @@ def report_command(
                    f"{missing}", err=True)
     click.echo(f"wrote {output / 'report.html'}")
 
+
+
+@click.command("plan")
+@click.option(
+    "--from-export", "from_export", required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The pilot's export folder (`sotopia-ls export` of a project the judges evaluated).",
+)
+@click.option("--width", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Target width of each dimension's 95% interval of the mean, in points.")
+@click.option("--study-episodes", type=click.IntRange(min=2),
+              help="Episodes of the whole study, every one scored by the judge [default: as "
+              "many as the judge scored in the pilot].")
+@click.option("--alt-test-epsilon", type=click.FloatRange(0, 1), default=DEFAULT_EPSILON,
+              show_default=True, metavar="ε", help="The alternative annotator test's ε.")
+@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_PLAN_RESAMPLES,
+              show_default=True, help="Resamples of the pilot behind each figure.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the resampling; the same seed and pilot give the same figures.")
+def plan_command(from_export: Path, width: float, study_episodes: int | None,
+                 alt_test_epsilon: float, resamples: int, seed: int) -> None:
+    """How many people to pay for, from a pilot: per judge and dimension, the episodes people
+    must rate for a 95% interval of the mean --width points wide, alone and with the judge's
+    scores on every episode (prediction-powered); and the units with three raters on which
+    the judge passes the alternative annotator test in 80% of the resamples. Found by
+    resampling the pilot; the assumptions are printed under the table.
+
+    Example:
+
+        sotopia-ls plan --from-export results/ --width 1
+
+        sotopia-ls plan --from-export results/ --width 0.5 --study-episodes 400
+
+        sotopia-ls plan --from-export results/ --width 1 --alt-test-epsilon 0.15 --seed 7
+    """
+    require_extra("export")
+    require_extra("ppi", included=False)
+    from ..report.plan import plan_export
+
+    with failures_as_messages():
+        planned = plan_export(from_export, width, study_episodes=study_episodes,
+                              epsilon=alt_test_epsilon, resamples=resamples, seed=seed)
+    click.echo(planned.table.astype(object).fillna("–").to_string(index=False))
+    for line in planned.assumptions:
+        click.echo(f"- {line}")

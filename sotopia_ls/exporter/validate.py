@@ -118,12 +118,20 @@ class Part:
 def _stored_evaluations(task: Task, tally: Tally) -> list[Evaluation]:
     """Every valid model evaluation kept in the task's meta, each named by its judge."""
     meta = {EVALUATION: task.meta.sotopia_evaluation, JUDGES: task.meta.sotopia_judges}
+    judges = stored_judges(meta)
+    found = evaluations_of(judges)
+    tally.invalid_model_evaluations += len(judges) - len(found)
+    return found
+
+
+def evaluations_of(judges: Mapping[str, Any]) -> list[Evaluation]:
+    """The valid ones of ``stored_judges``' evaluations, each named by its judge."""
     found = []
-    for name, stored in stored_judges(meta).items():
+    for name, stored in judges.items():
         try:
             found.append(Evaluation.model_validate(stored).model_copy(update={"evaluator": name}))
         except ValidationError:
-            tally.invalid_model_evaluations += 1
+            pass
     return found
 
 

@@ -28,6 +28,7 @@ from ..exporter.export import DEFAULT_READING, ExportResult, Reading, export_fil
 from ..folders import replaced_folder
 from ..text import counted
 from ..labelstudio.client import Client
+from ..statistics import DEFAULT_EPSILON
 from ..statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
 from .page import document
 from .sections import SECTIONS, Inputs, Section, check_needs, needed_by
@@ -89,6 +90,7 @@ def build_report(
     audit: pd.DataFrame | None = None,
     sections: tuple[Section, ...] = SECTIONS,
     adjudicated: pd.DataFrame | None = None,
+    alt_test_epsilon: float = DEFAULT_EPSILON,
 ) -> Report:
     """Every section of ``sections`` computed, in order, from ``scores_long`` and the stored
     model scores.
@@ -97,7 +99,8 @@ def build_report(
     to them); the other rows are the crowd whose agreement is measured. Intervals come from
     ``bootstrap`` resamples of the episodes drawn from ``seed`` (0 resamples: no intervals).
     With ``adjudicated`` (``adjudicated_scores.csv``), each adjudicated rating replaces the
-    raters' scores it settled, and the page says so.
+    raters' scores it settled, and the page says so. ``alt_test_epsilon`` is the alternative
+    annotator test's ε.
     """
     scores = Inputs.scores
     if adjudicated is not None:
@@ -117,6 +120,7 @@ def build_report(
         audit=audit if audit is not None else pd.DataFrame(columns=AUDIT_COLUMNS),
         bootstrap=Bootstrap(resamples=bootstrap, seed=seed),
         scores=scores,
+        alt_test_epsilon=alt_test_epsilon,
     )
     check_needs(sections)
     results: dict[str, Any] = {}
@@ -150,11 +154,13 @@ def read_reference(path: Path) -> pd.DataFrame:
 def _build_and_write(long: pd.DataFrame, model_scores: pd.DataFrame, tally: Tally,
                      audit: pd.DataFrame, out_dir: Path, reference: Path | None,
                      bootstrap: int, seed: int, raw_csv: bool,
-                     adjudicated: pd.DataFrame | None = None) -> Report:
+                     adjudicated: pd.DataFrame | None = None,
+                     alt_test_epsilon: float = DEFAULT_EPSILON) -> Report:
     report = build_report(
         long, model_scores, tally,
         read_reference(reference) if reference is not None else None,
         bootstrap=bootstrap, seed=seed, audit=audit, adjudicated=adjudicated,
+        alt_test_epsilon=alt_test_epsilon,
     )
     report.write(out_dir, raw_csv=raw_csv)
     return report
@@ -173,13 +179,15 @@ def report_project(
     keep_identities: bool = False, exclude_rejected: bool = False,
     bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
     raw_csv: bool = False, reading: Reading = DEFAULT_READING, progress: bool = False,
+    alt_test_epsilon: float = DEFAULT_EPSILON,
 ) -> Report:
     """The report of a live project (read as ``export_project`` reads it), written to
     ``out_dir``."""
     result = export_project(client, project, with_predictions=with_predictions,
                             keep_identities=keep_identities, exclude_rejected=exclude_rejected,
                             reading=reading, progress=progress)
-    return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv)
+    return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv,
+                            alt_test_epsilon=alt_test_epsilon)
 
 
 def report_file(
@@ -188,17 +196,19 @@ def report_file(
     exclude_rejected: bool = False, bootstrap: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED, raw_csv: bool = False,
     reading: Reading = DEFAULT_READING, progress: bool = False,
+    alt_test_epsilon: float = DEFAULT_EPSILON,
 ) -> Report:
     """The report of a Label Studio JSON export file, written to ``out_dir``."""
     result = export_file(path, identities=identities, keep_identities=keep_identities,
                          exclude_rejected=exclude_rejected, reading=reading, progress=progress)
-    return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv)
+    return _build_and_write(*_tables(result), out_dir, reference, bootstrap, seed, raw_csv,
+                            alt_test_epsilon=alt_test_epsilon)
 
 
 def report_export(
     folder: Path, out_dir: Path, *, reference: Path | None = None,
     bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, raw_csv: bool = False,
-    scores: str = "raw",
+    scores: str = "raw", alt_test_epsilon: float = DEFAULT_EPSILON,
 ) -> Report:
     """The report of an export folder ``sotopia-ls export`` wrote: nothing is read again from
     Label Studio. Annotators keep the names that export gave them. ``scores`` is ``raw``
@@ -210,14 +220,7 @@ def report_export(
                                     "--adjudication-project to write one")])
 
     def read(name: str, reader: Callable[[Path], Any]) -> Any:
-        path = folder / name
-        if not path.is_file():
-            raise InvalidInput([Problem(str(folder), "", f"no {name}: not a sotopia-ls export "
-                                        "folder (sotopia-ls export -o FOLDER writes one)")])
-        try:
-            return reader(path)
-        except (ValueError, OSError, TypeError) as error:
-            raise InvalidInput([Problem(str(path), "", f"cannot read it: {error}")]) from None
+        return read_export(folder, name, reader)
 
     def tally(path: Path) -> Tally:
         summary = json.loads(path.read_text(encoding="utf-8"))
@@ -229,12 +232,29 @@ def report_export(
         [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()],
         columns=AUDIT_COLUMNS))
     return _build_and_write(
-        read("scores_long.parquet", pd.read_parquet),
-        read("model_scores.csv", lambda path: pd.read_csv(
-            path, dtype={"episode_id": str, "evaluator": str})),
+        read("scores_long.parquet", pd.read_parquet), read("model_scores.csv", model_scores_csv),
         counts, audit, out_dir, reference, bootstrap, seed, raw_csv,
         read(ADJUDICATED_FILE, _adjudicated) if scores == "adjudicated" else None,
+        alt_test_epsilon,
     )
+
+
+def read_export(folder: Path, name: str, reader: Callable[[Path], Any]) -> Any:
+    """The file ``name`` of an export folder, read by ``reader``; a missing or unreadable one
+    is a problem naming it."""
+    path = folder / name
+    if not path.is_file():
+        raise InvalidInput([Problem(str(folder), "", f"no {name}: not a sotopia-ls export "
+                                    "folder (sotopia-ls export -o FOLDER writes one)")])
+    try:
+        return reader(path)
+    except (ValueError, OSError, TypeError) as error:
+        raise InvalidInput([Problem(str(path), "", f"cannot read it: {error}")]) from None
+
+
+def model_scores_csv(path: Path) -> pd.DataFrame:
+    """An export's ``model_scores.csv``, its ids read as text."""
+    return pd.read_csv(path, dtype={"episode_id": str, "evaluator": str})
 
 
 def _adjudicated(path: Path) -> pd.DataFrame:

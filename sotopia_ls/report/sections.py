@@ -19,7 +19,9 @@ from ..exporter.review import review_table
 from ..exporter.tables import gold_rows
 from ..extras import missing_extra
 from ..labelstudio.tasks import REJECT
+from ..statistics import DEFAULT_EPSILON
 from ..statistics.agreement import agreement_breakdown, agreement_table
+from ..statistics.alttest import ALL_AGENTS, MIN_ITEMS, Verdict, alt_test
 from ..statistics.bootstrap import Bootstrap
 from ..statistics.comparison import (
     annotator_table,
@@ -56,6 +58,7 @@ class Inputs:
     bootstrap: Bootstrap
     # Which scores ``long`` holds, as the page says it: the raters' own, or adjudicated.
     scores: str = "Scores: raw (each rater's own ratings)."
+    alt_test_epsilon: float = DEFAULT_EPSILON  # the alternative annotator test's ε
 
     @cached_property
     def units(self) -> pd.DataFrame:
@@ -342,6 +345,36 @@ def _model_scores(differences: pd.DataFrame | None, needed: Results, inputs: Inp
     )
 
 
+def _alt_test_summary(tested: pd.DataFrame) -> str:
+    """Per judge, the dimensions it passes and fails on, over both agents; or how many episodes
+    still need a third rater."""
+    lines = []
+    for judge, rows in tested.groupby("evaluator", sort=True):
+        said = [f"{verdict} on {', '.join(rows.loc[rows['verdict'] == verdict, 'dimension'])}"
+                for verdict in (Verdict.PASSES, Verdict.FAILS)
+                if (rows["verdict"] == verdict).any()]
+        short = rows.loc[rows["verdict"] == Verdict.TOO_FEW, "third_raters_needed"]
+        if len(short):
+            said.append(f"too few items on {counted(len(short), 'dimension')}: "
+                        f"{counted(int(short.max()), 'more episode')} need a third rater "
+                        f"({MIN_ITEMS} items at the least, 50–100 recommended)")
+        lines.append(note(f"{html.escape(judge or 'the judge')}: {'; '.join(said)}."))
+    return "".join(lines)
+
+
+def _alt_test(tested: pd.DataFrame, needed: Results, inputs: Inputs, text: str) -> str:
+    if needed["paired"].empty:  # no model evaluation: the human-vs-model section says so
+        return ""
+    pooled = tested[tested["agent"] == ALL_AGENTS]
+    return section(
+        "Can the judge replace a person?", note(text),
+        note(f"ε = {inputs.alt_test_epsilon:g} (--alt-test-epsilon)."),
+        _alt_test_summary(pooled),
+        table(shown(pooled, ["evaluator", "dimension", "annotators", "items",
+                             "annotators_tested", "winning_rate", "advantage_probability",
+                             "verdict", "third_raters_needed"])))
+
+
 def _qualification(passed: pd.DataFrame | None, needed: Results, inputs: Inputs, text: str) -> str:
     if passed is None:
         return section("Qualification", note(
@@ -458,6 +491,18 @@ AGENT_MODELS_NOTE = (
     "human-rated units alone would give an interval as narrow. Intervals are 95%, normal "
     "approximation; blank (–) with fewer than two units on a side."
 )
+ALT_TEST_NOTE = (
+    "The alternative annotator test (Calderon, Reichart & Dror, ACL 2025; nitaytech/AltTest), "
+    "on the units rated by three people or more: each annotator in turn is left out, and on "
+    "each unit the judge and the left-out annotator are compared with the others by negative "
+    "RMSE (the paper's measure for numeric scores). Per annotator, a one-sided paired t-test "
+    "asks whether the judge wins more often, less a margin ε for its lower cost; "
+    "Benjamini–Yekutieli at q = 0.05 over the annotators. winning_rate: the share of "
+    "annotators the judge beats; the judge passes at 0.5 or more. advantage_probability: how "
+    "often the judge aligns at least as well as the left-out annotator. annotators: the people "
+    "when each rated 30 units or more, else the first, second, third… rater of every unit. "
+    "Both agents pooled here; alt_test.csv has each agent too."
+)
 QUALIFICATION_NOTE = "Pass: every score on every reference unit within ±2 of the reference."
 TIME_ON_TASK_NOTE = (
     "Minutes the study gateway's rating page was visible and focused (the tab shown, its "
@@ -503,6 +548,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("agent_model_scores", _agent_model_scores, shown_nowhere),
     Section("agent_model_differences", _agent_model_differences, _model_scores,
             AGENT_MODELS_NOTE, needs=("agent_model_scores",)),
+    Section("alt_test", lambda inputs, needed: alt_test(
+        inputs.units, inputs.model_scores, inputs.alt_test_epsilon), _alt_test, ALT_TEST_NOTE,
+        needs=("paired",)),
     Section("qualification", lambda inputs, needed: (
         qualification(inputs.long, inputs.reference)
         if inputs.reference is not None and len(inputs.reference) else None),

@@ -140,6 +140,10 @@ def study_command() -> None:
 @click.option("--gold-references", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV in the oTree layout holding the gold episodes' reference ratings (pk: "
               "the episode id) [default: the project's ground-truth annotations].")
+@click.option("--third-rater-share", type=click.FloatRange(0, 1), default=0, show_default=True,
+              help="Share of the episodes rated by three participants rather than "
+              "--raters-per-episode (below 3): the episodes on which the report tests whether "
+              "a judge can replace a person (the alternative annotator test).")
 @click.option("--adaptive", "is_adaptive", is_flag=True,
               help="Adaptive extra raters: an episode whose ratings differ by more than the "
               "disagreement threshold on any dimension gets one more slot, for the next "
@@ -194,6 +198,8 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
         sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --reward 2.50 --currency GBP
 
         sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --practice practice.csv --practice-screen-out-code P1OUT
+
+        sotopia-ls study init --name pilot --project 3 --completion-code C1A2B3 --third-rater-share 0.5
     """
     serve, _, _ = _web_stack()
     from ..labelstudio.client import connect
@@ -210,6 +216,8 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
                    f"{study.qualification.max_distance} of the reference gets "
                    f"{study.completion_code} and joins its allow-list; the others get "
                    f"{study.qualification.screen_out_code}.")
+    if study.third_rater_share:
+        click.echo(f"{study.third_rater_share:.0%} of the episodes get a third rater.")
     if study.adaptive is not None:
         click.echo(f"Adaptive extra raters: an episode whose ratings differ by more than "
                    f"{study.adaptive.threshold} gets one more slot, up to "
@@ -308,7 +316,7 @@ def sync_command(study_path: Path, database: str | None, url: str | None,
     unserved = (f", {added.unserved} new task(s) without a reference not served (a "
                 "qualification round serves gold episodes only)" if added.unserved else "")
     click.echo(f"study {study.name}: {added.ordinary} new episode(s) with "
-               f"{added.ordinary * study.raters_per_episode} rating slot(s), {added.gold} new "
+               f"{added.slots} rating slot(s), {added.gold} new "
                f"gold episode(s){unserved}")
 
 

@@ -53,6 +53,9 @@ _NAME = r"^[a-z0-9][a-z0-9-]{2,40}$"
 QUALIFYING_DISTANCE = 2
 # Hidden gold above half of the assignments would be most of a participant's work.
 MOST_GOLD = 0.5
+# The raters of an episode chosen by ``third_rater_share``: the fewest the alternative
+# annotator test uses (one left out, two others).
+THIRD = 3
 
 
 def secret_bits(key: str) -> float:
@@ -226,6 +229,9 @@ class StudyFile(BaseModel):
         DASHBOARD_TOKEN_ENV, pattern=r"^[A-Z_][A-Z0-9_]*$",
         description="Environment variable holding the researcher dashboard's token (unset: "
         "no dashboard).")
+    third_rater_share: float = Field(0, ge=0, le=1, description=(
+        "Share of the episodes rated by three participants rather than k (k below 3): the "
+        "episodes the alternative annotator test can use."))
     adaptive: Adaptive | None = Field(None, description=(
         "Set: an episode whose ratings disagree gets an extra rater (``Adaptive``)."))
     practice: Practice | None = Field(None, description=(
@@ -262,6 +268,12 @@ class StudyFile(BaseModel):
         if self.adaptive is not None and self.qualification is not None:
             raise ValueError("a qualification round serves gold episodes only: it adds no "
                              "slots (adaptive)")
+        if self.third_rater_share and self.qualification is not None:
+            raise ValueError("a qualification round serves gold episodes only: it takes no "
+                             "third_rater_share")
+        if self.third_rater_share and self.raters_per_episode >= THIRD:
+            raise ValueError(f"third_rater_share does nothing when every episode has "
+                             f"{self.raters_per_episode} raters (raters_per_episode)")
         if self.adaptive is not None and self.adaptive.max_raters <= self.raters_per_episode:
             raise ValueError(f"adaptive.max_raters must be more than raters_per_episode "
                              f"({self.raters_per_episode}): it counts the added slots too")

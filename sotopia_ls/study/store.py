@@ -192,6 +192,25 @@ added_ratings = Table(
     Column("slot", Integer, nullable=False),
 )
 
+# An episode chosen to be rated by three participants (``third_rater_share``): its slots above
+# k were planned, not added by adaptive extra raters. A table of its own, so that databases
+# made before it get it too.
+third_raters = Table(
+    "third_raters", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+)
+
+# Each task's judges' evaluations as its meta stores them (``stored_judges``), copied when a
+# gateway starts or syncs (``screening.judges``): the running alternative annotator test reads
+# them in the worker process, the review's judge-echo flag their rationales; no page shows them. A table of its own, so that databases made before it get it too.
+judge_evaluations = Table(
+    "judge_evaluations", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("judges", JSON, nullable=False),
+)
+
 # A gateway process writing a task's meta in Label Studio (``marks.meta_turn``): one at a time
 # per task, since Label Studio replaces meta whole. ``holder`` names the turn; a claim lapses at
 # ``claimed_until``. A table of its own, so that databases made before it get it too.
@@ -335,16 +354,6 @@ episode_ids = Table(
     Column("study", String(64), primary_key=True),
     Column("task_id", Integer, primary_key=True),
     Column("episode_id", Text, nullable=False),
-)
-
-# The rationales each judge stored for a task (``tasks.stored_judges``: judge name → rationale
-# field → text), copied when the gateway starts, for the review's check that a participant's
-# rationale does not echo them. Never sent to a browser. A table of its own, as above.
-judge_rationales = Table(
-    "judge_rationales", metadata,
-    Column("study", String(64), primary_key=True),
-    Column("task_id", Integer, primary_key=True),
-    Column("rationales", JSON, nullable=False),
 )
 
 

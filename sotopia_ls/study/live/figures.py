@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select
 
 from ...dimensions import RUBRIC
 from ...statistics.agreement import agreement_table
+from ...statistics.alttest import ALL_AGENTS, alt_test
 from ...statistics.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
 from ...statistics.gwet import gwet_table
 from ...statistics.reliability import UNIT, rated_units
@@ -21,9 +22,14 @@ from ...exporter.tables import (
     annotation_table,
     scores_long,
 )
+from ...exporter.collection import MODEL_SCORE_COLUMNS
+from ...exporter.validate import _model_rows, evaluations_of
 from ..settings import StudyFile
-from ..store import Snapshot, assignments, episode_ids, now, rated
+from ..store import Snapshot, assignments, episode_ids, judge_evaluations, now, rated
 
+# What the dashboard shows of each judge's alternative annotator test (the report's columns).
+ALT_TEST_SHOWN = ("evaluator", "winning_rate", "advantage_probability", "verdict", "items",
+                  "third_raters_needed")
 # figure name → (the report's column, its table): "agreement" or "gwet".
 FIGURES = {
     "alpha": ("alpha", "agreement"), "alpha_low": ("alpha_ci_low", "agreement"),
@@ -82,14 +88,45 @@ def _pairs(long: pd.DataFrame) -> dict[str, int]:
     return {key: int(pairs.get(key, 0)) for key in RUBRIC.keys}
 
 
-def figures_of(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
-               ) -> dict[str, dict[str, float | int | None]]:
-    """Per dimension key, the report's α and AC2 with their intervals, and the rater pairs."""
+def judge_scores(engine: Engine, study: str) -> pd.DataFrame:
+    """``model_scores`` of the study's episodes, as an export gives it, from the judges'
+    evaluations the gateway copied (``screening.judges.keep_judges``)."""
+    with engine.connect() as conn:
+        stored = conn.execute(
+            select(episode_ids.c.episode_id, judge_evaluations.c.judges)
+            .join(episode_ids, (episode_ids.c.study == judge_evaluations.c.study)
+                  & (episode_ids.c.task_id == judge_evaluations.c.task_id))
+            .where(judge_evaluations.c.study == study)).all()
+    return pd.DataFrame([row for episode, judges in stored
+                         for row in _model_rows(episode, evaluations_of(judges))],
+                        columns=list(MODEL_SCORE_COLUMNS))
+
+
+def _alt_tests(long: pd.DataFrame, judges: pd.DataFrame | None
+               ) -> dict[str, list[dict[str, Any]]]:
+    """Per dimension key, each judge's alternative annotator test, both agents pooled, as the
+    report's ``alt_test`` rows (none without a judge)."""
+    if judges is None or judges.empty:
+        return {key: [] for key in RUBRIC.keys}
+    tested = alt_test(long, judges)
+    pooled = tested[tested["agent"] == ALL_AGENTS]
+    return {key: [{name: row[name] if name in ("evaluator", "verdict") else _number(row[name])
+                   for name in ALT_TEST_SHOWN}
+                  for row in pooled[pooled["dimension"] == key].to_dict("records")]
+            for key in RUBRIC.keys}
+
+
+def figures_of(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+               judges: pd.DataFrame | None = None) -> dict[str, dict[str, Any]]:
+    """Per dimension key, the report's α and AC2 with their intervals, the rater pairs, and
+    the alternative annotator test of each judge of ``judges`` (``model_scores``)."""
     tables = {"agreement": agreement_table(long, bootstrap).set_index("dimension"),
               "gwet": gwet_table(long, bootstrap).set_index("dimension")}
     pairs = _pairs(long)
+    tests = _alt_tests(long, judges)
     return {key: {name: _number(tables[table].at[key, column])
-                  for name, (column, table) in FIGURES.items()} | {"pairs": pairs[key]}
+                  for name, (column, table) in FIGURES.items()}
+            | {"pairs": pairs[key], "alt_test": tests[key]}
             for key in RUBRIC.keys}
 
 
@@ -97,4 +134,5 @@ def live_figures(engine: Engine, study: StudyFile,
                  bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> Snapshot:
     """The running agreement of ``study`` on its ratings so far (see the module's note)."""
     long = ratings_long(engine, study.name)
-    return Snapshot(now(), int(long["annotation_id"].nunique()), figures_of(long, bootstrap))
+    return Snapshot(now(), int(long["annotation_id"].nunique()),
+                    figures_of(long, bootstrap, judge_scores(engine, study.name)))

@@ -24,7 +24,7 @@ from ...labelstudio.tasks import GOLD
 from ..live.snapshots import keep_episode_ids
 from ..outbox.saving import LabelStudioWriter, required_fields, to_names
 from ..screening.gold import csv_references, episode_task_ids, gold_references
-from ..screening.judges import keep_judge_rationales
+from ..screening.judges import keep_judges
 from ..screening.practice import record_practice_episodes
 from ..settings import StudyFile
 from ..slots import leases
@@ -58,12 +58,12 @@ def project_config(study: StudyFile, client: Client) -> str:
 def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
                      config: str) -> leases.Added:
     """Copy the shown part of every task the gateway's database does not hold yet, each with
-    its k slots and its episode id (for the running agreement), the stored judges' rationales
-    (for the review), and, in a study that uses gold, the gold episodes' references (read
-    again each time: ``gold.gold_references``); a qualification round gives no task slots, as
-    it serves gold only. Running gateways offer them at once: assignment reads the slots and
-    the gold from the database. Each gold episode is marked in its task's meta
-    (``tasks.GOLD``), so that an export counts it apart (``mark_gold``)."""
+    its k slots (three for the share ``third_rater_share`` asks), its episode id, its judges'
+    evaluations (for the running figures and the review), and, in a study that uses gold, the gold episodes' references (read again each
+    time: ``gold.gold_references``); a qualification round gives no task slots, as it serves
+    gold only. Running gateways offer them at once: assignment reads the slots and the gold
+    from the database. Each gold episode is marked in its task's meta (``tasks.GOLD``), so
+    that an export counts it apart (``mark_gold``)."""
     fields = ShownFields.of(config)
     records = task_records(client, study.project)
     data = {record.id: record.data for record in records}
@@ -73,11 +73,12 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
     references = gold_references(study, client, data) if study.uses_gold else None
     practice = practice_references(study, engine, data)
     keep_episode_ids(engine, study.name, data)
-    keep_judge_rationales(engine, study.name, {record.id: record.meta for record in records})
+    keep_judges(engine, study.name, {record.id: record.meta for record in records})
     added = leases.add_episodes(engine, study.name,
                                 {task: fields.shown(d) for task, d in data.items()},
                                 study.raters_per_episode, references,
-                                gold_only=study.qualification is not None, unslotted=practice)
+                                gold_only=study.qualification is not None, unslotted=practice,
+                                third_rater_share=study.third_rater_share)
     if study.uses_gold:
         mark_gold(study, client, engine, data.keys())
     return added

@@ -37,7 +37,7 @@ from ...errors import StudyError
 from ...scores import RATING_FIELDS, scores_disagree
 from ..screening.typing_counts import TypingCounts, add_typing
 from ..screening.visible import add_visible
-from ..settings import Adaptive, StudyFile
+from ..settings import THIRD, Adaptive, StudyFile
 from ..states import SUBMITTED, AssignmentState, SlotState
 from ..store import (
     add_once,
@@ -52,6 +52,7 @@ from ..store import (
     save_failures,
     slots,
     snapshot_in,
+    third_raters,
     visits,
 )
 
@@ -138,18 +139,22 @@ class GoldShare:
 
 @dataclass(frozen=True)
 class Added:
-    """What ``add_episodes`` recorded anew: ordinary episodes (each with its k slots), gold
-    episodes, and tasks a qualification round does not serve (no reference, so no slots)."""
+    """What ``add_episodes`` recorded anew: ordinary episodes (each with its k slots, or
+    three), their slots, gold episodes, and tasks a qualification round does not serve (no
+    reference, so no slots)."""
 
     ordinary: int
     gold: int
     unserved: int
+    slots: int
 
 
 def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k: int,
                  references: dict[int, dict[str, int]] | None = None, *,
-                 gold_only: bool = False, unslotted: Collection[int] = ()) -> Added:
-    """Record the tasks not yet known (their shown data) and give each its k slots.
+                 gold_only: bool = False, unslotted: Collection[int] = (),
+                 third_rater_share: float = 0) -> Added:
+    """Record the tasks not yet known (their shown data) and give each its k slots, or three
+    to the share of them ``third_rater_share`` asks for (``_third_raters``).
 
     ``references`` (task id → reference ratings) are the study's gold episodes: they get no
     slots, and their references replace any recorded before. A task that already has slots
@@ -177,12 +182,41 @@ def add_episodes(engine: Engine, study: str, shown: dict[int, dict[str, Any]], k
         others = [task for task in new if task not in references and task not in recorded
                   and task not in unslotted]
         ordinary = [] if gold_only else others
-        if ordinary:
-            conn.execute(insert_of(conn, slots).on_conflict_do_nothing(), [
-                {"study": study, "task_id": task, "slot": slot, "state": SlotState.FREE}
-                for task in ordinary for slot in range(1, k + 1)])
+        thirds = set(_third_raters(conn, study, ordinary, third_rater_share) if k < THIRD
+                     else ())
+        if thirds:
+            conn.execute(insert_of(conn, third_raters).on_conflict_do_nothing(), [
+                {"study": study, "task_id": task} for task in sorted(thirds)])
+        planned = [{"study": study, "task_id": task, "slot": slot, "state": SlotState.FREE}
+                   for task in ordinary
+                   for slot in range(1, (THIRD if task in thirds else k) + 1)]
+        if planned:
+            conn.execute(insert_of(conn, slots).on_conflict_do_nothing(), planned)
     return Added(ordinary=len(ordinary), gold=len(set(references) - recorded),
-                 unserved=len(others) - len(ordinary))
+                 unserved=len(others) - len(ordinary), slots=len(planned))
+
+
+def _third_raters(conn: Connection, study: str, new: list[int], share: float) -> list[int]:
+    """The ``new`` episodes (in task order) to be rated by three: spread evenly, so that after
+    each episode the study's chosen ones are its ``share`` of all, rounded."""
+    if not share:
+        return []
+    slotted = conn.execute(select(func.count(func.distinct(slots.c.task_id)))
+                           .where(slots.c.study == study)).scalar_one()
+    chosen = conn.execute(select(func.count()).select_from(third_raters)
+                          .where(third_raters.c.study == study)).scalar_one()
+    picked = []
+    for position, task in enumerate(new, start=slotted + 1):
+        if chosen + len(picked) < floor(share * position + 0.5):
+            picked.append(task)
+    return picked
+
+
+def _planned(study: str) -> ColumnElement[bool]:
+    """The slots an episode was given when it was added: its k, or three for an episode
+    chosen for a third rater (those above k were planned, not added by adaptive raters)."""
+    return slots.c.task_id.in_(select(third_raters.c.task_id).where(
+        third_raters.c.study == study)) & (slots.c.slot <= THIRD)
 
 
 def _not_slotted(conn: Connection, study: str,
@@ -478,7 +512,7 @@ def settle(engine: Engine, assignment: Assignment, scores: dict[str, Any],
     ``surplus`` when every slot of its episode went to others after its lease expired. A
     second call (a double click, a retried request, a replay with other measures) changes
     nothing and returns the first outcome. A rating on a slot above ``k`` is recorded in
-    ``added_ratings``; with ``adaptive``, a rating that completes its episode's slots may add
+    ``added_ratings``, unless its slot was planned for a third rater; with ``adaptive``, a rating that completes its episode's slots may add
     one (``_add_slot``).
     """
     moment = now()
@@ -522,7 +556,9 @@ def settle(engine: Engine, assignment: Assignment, scores: dict[str, Any],
             add_typing(conn, row.id, typing)
         if visible_seconds is not None:
             add_visible(conn, row.id, visible_seconds, lead_time)
-        if slot is not None and slot > k:
+        if slot is not None and slot > k and not conn.execute(select(_planned(row.study)).where(
+                slots.c.study == row.study, slots.c.task_id == row.task_id,
+                slots.c.slot == slot)).scalar_one():
             conn.execute(insert(added_ratings).values(assignment_id=row.id, slot=slot))
         if slot is not None and adaptive is not None:
             _add_slot(conn, row.study, row.task_id, adaptive)
@@ -581,7 +617,7 @@ class AddedSlots:
 def added_slots(engine: Engine, study: str, k: int) -> AddedSlots:
     """How many slots adaptive extra raters added to the study's episodes (numbered above
     ``k``), and how many of them are rated."""
-    added = and_(slots.c.study == study, slots.c.slot > k)
+    added = and_(slots.c.study == study, slots.c.slot > k, ~_planned(study))
     with engine.connect() as conn:
         opened, rated = conn.execute(select(
             func.count(), func.count().filter(slots.c.state == SlotState.DONE)).where(added)).one()

@@ -60,6 +60,17 @@
         {text: shown(d.pairs), figure: "pairs"}
       ], {"data-key": d.key});
     }));
+    fill("alt-test", (agreement ? agreement.dimensions : []).flatMap(function (d) {
+      return (d.alt_test || []).map(function (t) {
+        return row([
+          {text: d.label, header: true}, {text: t.evaluator || "(unnamed judge)"},
+          {text: shown(t.winning_rate, 2), figure: "winning_rate"},
+          {text: shown(t.advantage_probability, 2), figure: "advantage_probability"},
+          {text: t.verdict}, {text: shown(t.items), figure: "items"},
+          {text: shown(t.third_raters_needed), figure: "third_raters_needed"}
+        ], {"data-key": d.key, "data-judge": t.evaluator});
+      });
+    }));
     fill("participants", data.participants.map(function (p) {
       return row([
         {text: p.participant}, {text: p.outcome}, {text: shown(p.episodes)},
