@@ -59,6 +59,7 @@ class FileOrTestScheduling(LoadFileScheduling):
         return nodeid if file in EACH_TEST_ALONE else file
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> FileOrTestScheduling | None:
     """Spread the slow files' tests over the workers (scripts/test runs ``--dist loadfile``)."""
     return FileOrTestScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
