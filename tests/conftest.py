@@ -28,6 +28,7 @@ import pytest
 from click.testing import CliRunner, Result
 from filelock import FileLock
 from prolific_stand_in import StandIn, serving
+from xdist.scheduler import LoadFileScheduling
 
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
 from sotopia_ls.importer import load_episodes
@@ -45,10 +46,29 @@ ML_ENV = REPO / ".venv-ml"
 # pytest-xdist (scripts/test, which keeps this order with --no-loadscope-reorder) none of them
 # is left running alone at the end.
 HEAVIEST_FIRST = ("slow", "postgres", "browser")
+# Files whose tests share nothing costly at module scope, longest tests first: under
+# scripts/test each of their tests is a unit of its own, run by whichever worker is free, rather
+# than the whole file on one worker (the benchmark file alone took 10 minutes so).
+EACH_TEST_ALONE = ("tests/test_demo.py", "tests/test_wheel.py", "tests/test_benchmarks.py")
+
+
+class FileOrTestScheduling(LoadFileScheduling):
+    """xdist's ``--dist loadfile``, but each test of ``EACH_TEST_ALONE`` a unit of its own."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        file = super()._split_scope(nodeid)
+        return nodeid if file in EACH_TEST_ALONE else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> FileOrTestScheduling | None:
+    """Spread the slow files' tests over the workers (scripts/test runs ``--dist loadfile``)."""
+    return FileOrTestScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding the heaviest marked tests first; the order within a file is kept."""
+    """Files holding the heaviest marked tests first (``EACH_TEST_ALONE`` in its order); the
+    order within a file is kept."""
 
     def weight(item: pytest.Item) -> int:
         marks = {mark.name for mark in item.iter_markers()}
@@ -59,7 +79,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         file_weight[item.path] = min(file_weight.get(item.path, len(HEAVIEST_FIRST)),
                                      weight(item))
-    items.sort(key=lambda item: file_weight[item.path])
+    alone = {file: n for n, file in enumerate(EACH_TEST_ALONE)}
+    items.sort(key=lambda item: (file_weight[item.path],
+                                 alone.get(item.nodeid.split("::")[0], len(alone))))
 
 
 @contextmanager

@@ -157,7 +157,9 @@ def test_from_otree_files_to_each_models_scores_three_ways(label_studio, ls_clie
     (rated or not); the report gives the model table, the differences and the plot."""
     monkeypatch.chdir(tmp_path)
     env = {"LABEL_STUDIO_URL": label_studio.url,
-           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
+           "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key,
+           "SOTOPIA_LS_ANNOTATOR_PASSWORD": "two-raters-password"}
+    raters = [f"rater{k}-{project_title[-6:]}@example.com" for k in (1, 2)]
 
     def run(*args: str) -> str:
         result = CliRunner().invoke(main, list(args), env=env)
@@ -173,7 +175,9 @@ def test_from_otree_files_to_each_models_scores_three_ways(label_studio, ls_clie
         for judge in ("judge-a", "judge-b"):
             run("evaluate", "--project", project_title, "--model", judge,
                 "--base-url", stub.base_url)
-    annotate(ls_client, project_title)
+    run("annotators", "--project", project_title, "--add", raters[0], "--add", raters[1])
+    annotate(label_studio.url, ls_client, project_title, raters,
+             env["SOTOPIA_LS_ANNOTATOR_PASSWORD"])
     run("export", "--project", project_title, "-o", "results")
     run("report", "--from-export", "results", "-o", "report", "--bootstrap", "0")
 

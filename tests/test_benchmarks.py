@@ -88,16 +88,19 @@ def test_a_few_participants_leave_in_the_middle_and_a_scaled_run_keeps_the_shape
 
 
 @pytest.mark.slow
-def test_every_benchmark_runs_at_quick_sizes(ml_python: Path) -> None:
-    # The backend part serves from REPO/.venv-ml: ml_python has made it, under the lock that
-    # keeps a parallel worker from building it at the same time.
-    run = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick"], cwd=REPO,
-                         capture_output=True, text=True, timeout=1200)
+@pytest.mark.parametrize("part", PARTS)
+def test_every_benchmark_runs_at_quick_sizes(part: str, request: pytest.FixtureRequest) -> None:
+    # One run per part, so that the parts run on several workers (scripts/test).
+    if part == "backend":
+        # It serves from REPO/.venv-ml: ml_python makes it, under the lock that keeps a
+        # parallel worker from building it at the same time.
+        request.getfixturevalue("ml_python")
+    run = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--only", part],
+                         cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "FAILED" not in run.stdout
-    for part in PARTS:
-        shown = {"live-export": "live export"}.get(part, part)
-        assert f"{shown}: " in run.stdout, f"no row for {part}"
+    shown = {"live-export": "live export"}.get(part, part)
+    assert f"{shown}: " in run.stdout, f"no row for {part}"
 
 
 @pytest.mark.slow
