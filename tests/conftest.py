@@ -39,8 +39,12 @@ from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import ensure_ml_environment
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.scores import Evaluation
+from sotopia_ls.study.serving.assets import CACHE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
+# The gateways the tests start write their gzipped static files here, once for every worker,
+# rather than into the user's cache folder.
+os.environ.setdefault(CACHE_ENV, str(Path(tempfile.gettempdir()) / "sotopia-ls-tests-static"))
 ML_ENV = REPO / ".venv-ml"
 # Marked tests that take longest, longest first. Their files run first, so that under
 # pytest-xdist (scripts/test, which keeps this order with --no-loadscope-reorder) none of them

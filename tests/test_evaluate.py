@@ -28,6 +28,7 @@ from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS
 from sotopia_ls.exporter import export_project
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.importer.records import written
 from sotopia_ls.judge import evaluation_prompt
 from sotopia_ls.labelstudio.client import create_project
 from sotopia_ls.labelstudio.push import push_episodes
@@ -58,7 +59,10 @@ def test_the_prompt_is_sotopias_own_evaluation_prompt(sample_data: Path) -> None
         (episode,) = load_episodes([path]).episodes
         prompt = evaluation_prompt(episode_to_task(episode))
         ours = " ".join(prompt.split())  # the importer trims what it reads
-        theirs = json.loads(path.read_text())["rewards_prompt"].split("Prompt after formatting:")[-1]
+        # Their prompt holds the text's quotes escaped, some twice (a repr of a repr); ours
+        # the text as written.
+        theirs = written(written(json.loads(path.read_text())["rewards_prompt"]
+                                 .split("Prompt after formatting:")[-1]))
         # Some of their files put "Turn #n: " before the action, some on a line of its own.
         kept = [re.sub(r"^Turn #\d+: ", "", " ".join(line.split())) for line in theirs.splitlines()
                 if re.match(r"(Here is the context|Scenario: |Participants: |.+'s goal: )", line)
