@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from . import DEFAULT_EPSILON
-from .comparison import JUDGE, PANELS, _judged, with_overall
+from .comparison import JUDGE, PANELS, judge_scores, with_overall
 from .reliability import UNIT
 
 MEASURE = "negative RMSE"
@@ -115,7 +115,7 @@ def alt_test(long: pd.DataFrame, model_scores: pd.DataFrame, epsilon: float = DE
     alternative annotator test on the items rated by three people or more. Where too few
     items have three raters, ``third_raters_needed`` says how many more episodes need one."""
     crowded = _crowded(long)
-    judged = _judged(model_scores).rename(columns={"score": "model"})
+    judged = judge_scores(model_scores).rename(columns={"score": "model"})
     judges = sorted(judged[JUDGE].unique()) or [""]
     agents = [ALL_AGENTS, *sorted(long["agent"].unique())]
     table = []

@@ -18,7 +18,7 @@ from scipy import stats
 
 from . import DEFAULT_EPSILON, DEFAULT_PLAN_RESAMPLES
 from .alttest import DEFAULT_Q, MIN_ITEMS, _crowded, duels
-from .comparison import JUDGE, PANELS, _judged, with_overall
+from .comparison import JUDGE, PANELS, judge_scores, with_overall
 from .ppi import MeanInterval, classical_mean, prediction_powered_mean
 from .reliability import UNIT
 
@@ -134,7 +134,7 @@ def plan(long: pd.DataFrame, model_scores: pd.DataFrame, width: float, *,
     rng = np.random.default_rng(seed)
     human = with_overall(long, [*UNIT, "annotation_id"]).groupby(
         [*UNIT, "dimension"], as_index=False)["score"].mean()
-    judged = _judged(model_scores)
+    judged = judge_scores(model_scores)
     agents = max(long["agent"].nunique(), 1)
     episodes = study_episodes or int(judged["episode_id"].nunique())
     crowded = _crowded(long)
