@@ -173,7 +173,7 @@ def test_from_otree_files_to_each_models_scores_three_ways(label_studio, ls_clie
                                                            project_title, tmp_path,
                                                            monkeypatch, sample_data):
     """The sample episodes imported with the Mistral model named, two stand-in judges on all
-    42, two people on 10: the export gives each row its agent's model and every judge score
+    42, three people on the first 15: the export gives each row its agent's model and every judge score
     (rated or not); the report gives the model table, the differences and the plot."""
     monkeypatch.chdir(tmp_path)
     env = {"LABEL_STUDIO_URL": label_studio.url,
@@ -193,7 +193,10 @@ def test_from_otree_files_to_each_models_scores_three_ways(label_studio, ls_clie
         for judge in ("judge-a", "judge-b"):
             run("evaluate", "--project", project_title, "--model", judge,
                 "--base-url", stub.base_url)
-    annotate(ls_client, project_title)
+    raters = ["rater1@lab.example", "rater2@lab.example", "rater3@lab.example"]
+    env["SOTOPIA_LS_ANNOTATOR_PASSWORD"] = "stand-in-password"
+    run("annotators", "--project", project_title, *(f"--add={email}" for email in raters))
+    annotate(label_studio.url, ls_client, project_title, raters, "stand-in-password")
     run("export", "--project", project_title, "-o", "results")
     run("report", "--from-export", "results", "-o", "report", "--bootstrap", "0")
 

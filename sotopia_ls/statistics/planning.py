@@ -166,7 +166,8 @@ def plan(long: pd.DataFrame, model_scores: pd.DataFrame, width: float, *,
                                      agents, epsilon, power, resamples, rng))
     table = pd.DataFrame(rows, columns=PLAN_COLUMNS).astype({
         name: "Int64" for name in ("episodes_people_alone", "episodes_with_judge",
-                                   "alt_test_units", "alt_test_episodes")})
+                                   "pilot_units_with_three", "alt_test_units",
+                                   "alt_test_episodes")})
     return Plan(table, _assumptions(width, episodes, agents, raters, epsilon, power,
                                     resamples, seed))
 
