@@ -194,9 +194,10 @@ def _echo_push(report: PushReport, url: str) -> None:
     help="Tasks per bulk import request.",
 )
 @click.option(
-    "--models", "agent_models", multiple=True, metavar="TAG=MODEL1,MODEL2",
+    "--models", "agent_models", multiple=True, metavar="TAG=MODEL1,MODEL2|PLACEHOLDER=MODEL",
     help="The models of agent 1 and agent 2 in the episodes with this source tag, where the "
-    "file names none (oTree CSVs) or a placeholder (custom_model). Repeatable.",
+    "file names none (oTree CSVs); or the model a placeholder the files give stands for "
+    "(custom_model=mistral-instruct), whichever agent it plays. Repeatable.",
 )
 def import_command(
     paths: tuple[Path, ...],
@@ -230,6 +231,8 @@ def import_command(
         sotopia-ls import episodes/ --dry-run -o tasks.json
 
         sotopia-ls import human_eval/ --models mistral=mistral-instruct,gpt-3.5-turbo
+
+        sotopia-ls import otree_episodes/ --models custom_model=mistral-instruct
     """
     if dry_run and output is None:
         raise click.UsageError("--dry-run needs -o/--output for the task file")

@@ -10,6 +10,8 @@ sample episodes with two stand-in judges (a local chat-completions server).
 from __future__ import annotations
 
 import html
+import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +137,25 @@ def test_the_agent_models_are_read_from_what_each_format_carries(sample_data):
     assert {episode.source.agent_models for episode in csv} == {()}
 
 
-@pytest.mark.parametrize("option", ["mistral=only-one", "=a,b", "mistral", "mistral=a,,",
+def test_a_placeholder_named_once_is_the_model_in_whichever_seat_it_played(sample_data,
+                                                                            tmp_path):
+    # oTree's app seated Mistral first in half of its episodes, second in the others: one
+    # pair per tag would give gpt-3.5-turbo's ratings to Mistral in half of them.
+    result = CliRunner().invoke(main, ["import", str(sample_data / "otree_episodes"),
+                                       "--dry-run", "-o", str(tmp_path / "tasks.json"),
+                                       "--models", "custom_model=mistral-instruct"])
+    assert result.exit_code == 0, result.output
+    tasks = json.loads((tmp_path / "tasks.json").read_text())
+    pairs = Counter((task["data"]["source_tag"], *task["data"]["agent_models"])
+                    for task in tasks)
+    assert pairs == {
+        ("gpt-3.5-turbo_gpt-3.5-turbo_v0.0.1_clean", "gpt-3.5-turbo", "gpt-3.5-turbo"): 14,
+        (MISTRAL_TAG, "mistral-instruct", "gpt-3.5-turbo"): 14,
+        (MISTRAL_TAG, "gpt-3.5-turbo", "mistral-instruct"): 14,
+    }
+
+
+@pytest.mark.parametrize("option", ["custom_model=a,b,c", "nosuchmodel=a", "mistral=only-one", "=a,b", "mistral", "mistral=a,,",
                                     "nosuchtag=a,b"])
 def test_a_models_mapping_that_is_wrong_stops_the_import_in_one_line(option, sample_data,
                                                                        tmp_path):
@@ -153,13 +173,12 @@ def test_from_otree_files_to_each_models_scores_three_ways(label_studio, ls_clie
                                                            project_title, tmp_path,
                                                            monkeypatch, sample_data):
     """The sample episodes imported with the Mistral model named, two stand-in judges on all
-    42, two people on 10: the export gives each row its agent's model and every judge score
+    42, three people on the first 15: the export gives each row its agent's model and every judge score
     (rated or not); the report gives the model table, the differences and the plot."""
     monkeypatch.chdir(tmp_path)
     env = {"LABEL_STUDIO_URL": label_studio.url,
            "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key,
-           "SOTOPIA_LS_ANNOTATOR_PASSWORD": "two-raters-password"}
-    raters = [f"rater{k}-{project_title[-6:]}@example.com" for k in (1, 2)]
+           "SOTOPIA_LS_ANNOTATOR_PASSWORD": "stand-in-password"}
 
     def run(*args: str) -> str:
         result = CliRunner().invoke(main, list(args), env=env)
@@ -175,7 +194,8 @@ def test_from_otree_files_to_each_models_scores_three_ways(label_studio, ls_clie
         for judge in ("judge-a", "judge-b"):
             run("evaluate", "--project", project_title, "--model", judge,
                 "--base-url", stub.base_url)
-    run("annotators", "--project", project_title, "--add", raters[0], "--add", raters[1])
+    raters = [f"rater{k}-{project_title[-6:]}@lab.example" for k in (1, 2, 3)]
+    run("annotators", "--project", project_title, *(f"--add={email}" for email in raters))
     annotate(label_studio.url, ls_client, project_title, raters,
              env["SOTOPIA_LS_ANNOTATOR_PASSWORD"])
     run("export", "--project", project_title, "-o", "results")

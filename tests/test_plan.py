@@ -55,7 +55,8 @@ def test_plan_on_the_sample_pilot_prints_the_readmes_numbers_and_its_assumptions
     table, assumptions = result.output.split("\n- ", 1)
     assert "episodes_people_alone" in table and "episodes_with_judge" in table
     goal = next(line.split() for line in table.splitlines() if " goal " in line)
-    assert goal[:2] == ["second-rater", "goal"] and int(goal[5]) > int(goal[6])
+    # The sample names no agent model: one row for all of them.
+    assert goal[:3] == ["second-rater", "all", "goal"] and int(goal[6]) > int(goal[7])
     # No unit of this pilot has three raters: nothing to say of the test.
     assert goal[-2:] == ["–", "–"]
     assert "--study-episodes" in assumptions and "seed 0" in assumptions
@@ -81,6 +82,28 @@ def test_a_judge_close_to_the_truth_saves_people_and_passes_the_test_on_few_unit
     assert goal["episodes_with_judge"] < goal["episodes_people_alone"]
     assert goal["pilot_units_with_three"] == 120
     assert goal["alt_test_units"] == 30 and goal["alt_test_episodes"] == 15
+
+
+def test_each_agent_model_gets_its_own_plan_beside_all_together(tmp_path):
+    # Two agent models, each in one seat of 60 episodes; people rated each unit once.
+    rng = np.random.default_rng(5)
+    units = pd.MultiIndex.from_product(
+        [[f"ep{i:03d}" for i in range(60)], [1, 2]], names=["episode_id", "agent"]
+    ).to_frame(index=False)
+    units = units.assign(agent_model=np.where(units["agent"] == 1, "gpt-4o", "llama-3-70b"))
+    truth = rng.integers(0, 11, len(units))
+    long = units.assign(annotation_id=units.index, annotator_id="p1", dimension="goal",
+                        score=np.clip(np.round(truth + rng.normal(0, 2, len(units))), 0, 10))
+    judge = units.assign(dimension="goal", score=truth, evaluator="oracle")
+    planned = plan(long, judge, 1.5, study_episodes=300, resamples=30).table
+    goal = planned[planned["dimension"] == "goal"].set_index("agent_model")
+    assert list(goal.index) == ["all", "gpt-4o", "llama-3-70b"]
+    # A model's mean rests on its own units, one per episode: more episodes for the same width.
+    for model in ("gpt-4o", "llama-3-70b"):
+        assert goal.at[model, "episodes_people_alone"] > goal.at["all", "episodes_people_alone"]
+        assert goal.at[model, "episodes_with_judge"] < goal.at[model, "episodes_people_alone"]
+        assert goal.at[model, "pilot_units"] == 60
+        assert pd.isna(goal.at[model, "alt_test_units"])  # planned for all models together
 
 
 def test_a_folder_without_a_judge_is_one_line_naming_the_file(sample_pilot, tmp_path):

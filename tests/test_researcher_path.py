@@ -1,14 +1,16 @@
-"""A researcher follows the README's path from oTree episode files to a human-vs-model figure.
+"""A researcher follows the README's path from oTree episode files to a human-vs-model figure,
+each agent model's scores, which judge can replace a person, and how many people to pay for.
 
 The README's block is run line by line as written. Three things stand in for what a test cannot
 have: the session's Label Studio for the demo's (tests/test_demo.py runs the demo itself), a
 local chat-completions server for both judges (the only remote service), and, where the block
-says to annotate, the two annotators it made an account for rating through Label Studio's API
+says to annotate, the three annotators it made an account for rating through Label Studio's API
 with their own login.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -25,11 +27,12 @@ from chat_stub import chat_stub
 from conftest import results_of, sotopia_python, task_ids
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
+from sotopia_ls.report.plots import MODEL_CHART_ALT
 from sotopia_ls.statistics.comparison import PANELS
 
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "## A study from oTree files to a human-vs-model figure"
-RATED = 10  # episodes both annotators rate
+RATED = 15  # episodes every annotator rates: 30 units, the alternative annotator test's least
 
 
 def readme_block() -> list[str]:
@@ -56,19 +59,22 @@ def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
 ):
     monkeypatch.chdir(tmp_path)
     lines = readme_block()
-    title = shlex.split(next(line for line in lines if " import " in line))[-1]
+    imported = shlex.split(next(line for line in lines if " import " in line))
+    title = imported[imported.index("--title") + 1]
     env = {"LABEL_STUDIO_URL": label_studio.url,
            "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
     judges: list[str] = []
     raters: list[str] = []
     ran: list[str] = []
+    printed: dict[str, str] = {}
     with chat_stub() as stub:
         for line in lines:
             words = command(line)
             if not words:  # the comment that says to annotate
                 assert "annotate" in line
+                # Every second episode: GPT-3.5's and Mistral's, the folders imported in turn.
                 annotate(label_studio.url, ls_client, project_title, raters,
-                         env["SOTOPIA_LS_ANNOTATOR_PASSWORD"])
+                         env["SOTOPIA_LS_ANNOTATOR_PASSWORD"], every=2)
                 ran.append("annotate")
             elif words[0] in ("scripts/demo", "source"):
                 continue  # the session's Label Studio is running; sotopia_ls is importable
@@ -96,11 +102,12 @@ def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
                 if args[0] == "annotators":
                     raters += [args[i + 1] for i, word in enumerate(args) if word == "--add"]
                 ran.append(args[0])
+                printed[args[0]] = result.output
             else:
                 into_sotopia(words)
                 ran.append("into sotopia")
     assert ran == ["samples", "import", "evaluate", "evaluate", "annotators", "annotate",
-                   "export", "report", "sotopia-env", "into sotopia"]
+                   "export", "report", "plan", "sotopia-env", "into sotopia"]
 
     table = pd.read_csv(tmp_path / "report" / "human_vs_model.csv")
     assert list(zip(table["evaluator"], table["dimension"])) == [
@@ -109,12 +116,35 @@ def test_the_readme_path_from_otree_files_to_a_human_vs_model_table(
     assert table[["pearson", "mse", "bias"]].notna().all().all()
     coverage = pd.read_csv(tmp_path / "report" / "model_coverage.csv")
     assert (coverage["episodes_with_model"] == RATED).all()
+    models = {"gpt-3.5-turbo", "mistral-instruct"}  # custom_model named on import
+    reads_the_answers(tmp_path / "report", judges, models, printed["plan"])
 
 
-def annotate(url: str, client, title: str, emails: list[str], password: str) -> None:
-    """Each annotator logs in with the password the researcher gave and rates the first
-    episodes, saving each rating as the editor does, through the API with their session."""
-    assert len(emails) == 2
+def reads_the_answers(report: Path, judges: list[str], models: set[str], plan: str) -> None:
+    """The report says which judge passes on which dimension, and gives each agent model's
+    scores three ways, table and plot; plan answers per judge, model and dimension."""
+    tested = pd.read_csv(report / "alt_test.csv")
+    pooled = tested[tested["agent"] == "all"]
+    assert sorted(zip(pooled["evaluator"], pooled["dimension"])) == sorted(
+        (judge, panel) for judge in judges for panel in PANELS)
+    assert set(pooled["verdict"]) <= {"passes", "fails"} and (pooled["items"] == 30).all()
+    page = (report / "report.html").read_text(encoding="utf-8")
+    assert f'alt="{html.escape(MODEL_CHART_ALT)}"' in page
+    scores = pd.read_csv(report / "agent_model_scores.csv")
+    assert set(scores["agent_model"]) == models
+    powered = scores[scores["estimate"] == "prediction-powered"]
+    assert set(powered["evaluator"]) == set(judges) and powered["mean"].notna().all()
+    rows = [line.split()[:3] for line in plan.split("\n- ", 1)[0].splitlines()[1:]]
+    assert {(judge, model) for judge, model, _ in rows} == {
+        (judge, model) for judge in judges for model in {"all", *models}}
+
+
+def annotate(url: str, client, title: str, emails: list[str], password: str,
+             every: int = 1) -> None:
+    """Each annotator logs in with the password the researcher gave and rates ``RATED``
+    episodes, one in ``every`` from the first, saving each rating as the editor does, through
+    the API with their session."""
+    assert len(emails) == 3
     (project,) = [p for p in client.projects.list() if p.title == title]
     ids = sorted(task_ids(client, project.id).values())
     for k, email in enumerate(emails, start=1):
@@ -124,7 +154,7 @@ def annotate(url: str, client, title: str, emails: list[str], password: str) -> 
                                    data={"email": email, "password": password,
                                          "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
             assert entered.is_redirect, f"{email} cannot log in"
-            for number, task in enumerate(ids[:RATED]):
+            for number, task in enumerate(ids[::every][:RATED]):
                 saved = browser.post(f"/api/tasks/{task}/annotations/",
                                      json={"result": results_of(ratings(number + k))},
                                      headers={"X-CSRFToken": browser.cookies["csrftoken"],

@@ -40,7 +40,7 @@ from sotopia_ls.exporter.commands import export_command
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.labelstudio.tasks import ADDED_SLOTS
-from sotopia_ls.study.live.snapshots import Snapshot, save_snapshot
+from sotopia_ls.study.live.snapshots import MODEL_TABLE, Snapshot, save_snapshot
 from sotopia_ls.study.outbox import marks
 from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.process import start_gateway
@@ -175,12 +175,13 @@ def test_an_episode_may_get_several_extra_raters_up_to_max_raters(tmp_path):
 
 def snapshot(engine: Engine, study: str, width_of: dict[str, float | None]) -> None:
     """The dashboard's latest figures: each dimension's alpha interval this wide (None: no
-    interval yet)."""
+    interval yet), beside the agent models' table the worker adds."""
     figures = {key: {"alpha": 0.5, "alpha_low": None if width is None else 0.5 - width / 2,
                      "alpha_high": None if width is None else 0.5 + width / 2,
                      "ac": None, "ac_low": None, "ac_high": None, "pairs": 10}
                for key, width in width_of.items()}
-    save_snapshot(engine, study, Snapshot(now(), 20, figures))
+    models = [{"agent_model": "gpt-4o", "dimension": "goal", "mean": 7.5}]
+    save_snapshot(engine, study, Snapshot(now(), 20, figures | {MODEL_TABLE: models}))
 
 
 def test_target_width_stops_adding_slots_once_every_interval_is_narrower(tmp_path):

@@ -201,6 +201,11 @@ def test_the_dashboard_page_updates_itself_as_ratings_arrive(
         tested = page.locator('#alt-test tr[data-key="goal"]')
         expect(tested).to_contain_text("too few items")
         expect(tested.locator('[data-figure="third_raters_needed"]')).to_have_text("15")
+        # Each agent model's scores: the episode's two models, the judge on both.
+        models = page.locator("#models")
+        expect(models.locator('tr[data-model="togethercomputer/llama-2-70b-chat"]'
+                              '[data-key="goal"]')).to_have_count(3)  # people, judge, both
+        expect(models).to_contain_text("prediction-powered")
         page.evaluate("window.notReloaded = true")
 
         # The second participant gets the same episode (pairs complete first).

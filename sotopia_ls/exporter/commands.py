@@ -352,8 +352,8 @@ def report_command(
               help="Seed of the resampling; the same seed and pilot give the same figures.")
 def plan_command(from_export: Path, width: float, study_episodes: int | None,
                  alt_test_epsilon: float, resamples: int, seed: int) -> None:
-    """How many people to pay for, from a pilot: per judge and dimension, the episodes people
-    must rate for a 95% interval of the mean --width points wide, alone and with the judge's
+    """How many people to pay for, from a pilot: per judge, agent model (all together, then
+    each) and dimension, the episodes people must rate for a 95% interval of the mean --width points wide, alone and with the judge's
     scores on every episode (prediction-powered); and the units with three raters on which
     the judge passes the alternative annotator test in 80% of the resamples. Found by
     resampling the pilot; the assumptions are printed under the table.

@@ -75,31 +75,42 @@ class LoadResult:
         ))
 
 
-def parse_agent_models(pairs: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """``TAG=MODEL1,MODEL2`` (``--models``) as ``tag → (agent 1's model, agent 2's)``."""
+def parse_agent_models(pairs: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """``TAG=MODEL1,MODEL2`` and ``PLACEHOLDER=MODEL`` (``--models``) as ``tag → (agent 1's
+    model, agent 2's)`` and ``placeholder → (its model,)``."""
     models = {}
     for pair in pairs:
-        tag, sep, named = pair.partition("=")
+        key, sep, named = pair.partition("=")
         names = tuple(name.strip() for name in named.split(","))
-        if not sep or not tag or len(names) != 2 or not all(names):
-            raise SotopiaLSError(f"--models: {pair!r} is not TAG=MODEL1,MODEL2 (the models of "
-                                 "agent 1 and agent 2 of the episodes with that source tag)")
-        models[tag] = names
+        if not sep or not key or len(names) > 2 or not all(names):
+            raise SotopiaLSError(f"--models: {pair!r} is neither TAG=MODEL1,MODEL2 (the models "
+                                 "of agent 1 and agent 2 of the episodes with that source tag) "
+                                 "nor PLACEHOLDER=MODEL (a model name the files give)")
+        models[key] = names
     return models
 
 
-def with_agent_models(episodes: list[Episode], models: Mapping[str, tuple[str, str]]
+def with_agent_models(episodes: list[Episode], models: Mapping[str, tuple[str, ...]]
                       ) -> list[Episode]:
     """``episodes``, those whose source tag ``models`` names given that pair of agent models
-    (over what their file said); a tag no episode has is refused, naming the tags there are."""
+    (over what their file said), then each placeholder it names replaced, whichever agent it
+    is; a tag or placeholder no episode has is refused, naming the tags there are."""
+    pairs = {key: names for key, names in models.items() if len(names) == 2}
+    renamed = {key: names[0] for key, names in models.items() if len(names) == 1}
     tags = {episode.source.tag for episode in episodes}
-    unknown = sorted(set(models) - tags)
+    named = {name for episode in episodes for name in episode.source.agent_models}
+    unknown = sorted((set(pairs) - tags) | (set(renamed) - named))
     if unknown:
-        raise SotopiaLSError(f"--models: no episode has the source tag {', '.join(unknown)} "
-                             f"(their tags: {', '.join(sorted(tags)) or 'none'})")
+        raise SotopiaLSError(f"--models: no episode has the source tag or model "
+                             f"{', '.join(unknown)} (their tags: "
+                             f"{', '.join(sorted(tags)) or 'none'})")
+
+    def given(episode: Episode) -> tuple[str, ...]:
+        return tuple(renamed.get(name, name)
+                     for name in pairs.get(episode.source.tag, episode.source.agent_models))
+
     return [episode.model_copy(update={"source": episode.source.model_copy(
-        update={"agent_models": models[episode.source.tag]})})
-        if episode.source.tag in models else episode for episode in episodes]
+        update={"agent_models": given(episode)})}) for episode in episodes]
 
 
 def load_episodes(

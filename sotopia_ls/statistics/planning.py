@@ -17,6 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from . import DEFAULT_EPSILON, DEFAULT_PLAN_RESAMPLES
+from .agent_models import MODEL, unit_models
 from .alttest import DEFAULT_Q, MIN_ITEMS, _crowded, duels
 from .comparison import JUDGE, PANELS, judge_scores, with_overall
 from .ppi import MeanInterval, classical_mean, prediction_powered_mean
@@ -29,8 +30,10 @@ MOST_UNITS = 100_000
 FEWEST_TO_RESAMPLE = 10
 # The test's sizes tried, in units (episode × agent) with three raters.
 ALT_TEST_SIZES = (30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000)
+# The rows of every agent model together.
+ALL_MODELS = "all"
 PLAN_COLUMNS = [
-    JUDGE, "dimension", "target_width", "pilot_units", "study_episodes",
+    JUDGE, MODEL, "dimension", "target_width", "pilot_units", "study_episodes",
     "episodes_people_alone", "episodes_with_judge", "pilot_units_with_three",
     "alt_test_units", "alt_test_episodes",
 ]
@@ -38,8 +41,8 @@ PLAN_COLUMNS = [
 
 @dataclass(frozen=True)
 class Plan:
-    """The figures (``PLAN_COLUMNS``, one row per judge and dimension) and the assumptions
-    behind them, one sentence each."""
+    """The figures (``PLAN_COLUMNS``, one row per judge, agent model and dimension) and the
+    assumptions behind them, one sentence each."""
 
     table: pd.DataFrame
     assumptions: list[str]
@@ -126,51 +129,78 @@ def plan(long: pd.DataFrame, model_scores: pd.DataFrame, width: float, *,
          study_episodes: int | None = None, epsilon: float = DEFAULT_EPSILON,
          power: float = DEFAULT_POWER, resamples: int = DEFAULT_PLAN_RESAMPLES,
          seed: int = 0) -> Plan:
-    """Per judge and dimension (then overall), from a pilot's ratings (``scores_long``) and
-    the judges' scores: the episodes people must rate for a 95% interval of the mean ``width``
-    wide, alone and with the judge scoring all ``study_episodes`` (default: as many as it
-    scored in the pilot); and the units with three raters on which the judge passes the
-    alternative annotator test at ``epsilon`` in ``power`` of the resamples."""
+    """Per judge, agent model (all together, then each where the pilot has several) and
+    dimension (then overall), from a pilot's ratings (``scores_long``) and the judges' scores:
+    the episodes people must rate for a 95% interval of the mean ``width`` wide, alone and
+    with the judge scoring all ``study_episodes`` (default: as many as it scored in the
+    pilot); and, all models together, the units with three raters on which the judge passes
+    the alternative annotator test at ``epsilon`` in ``power`` of the resamples."""
     rng = np.random.default_rng(seed)
     human = with_overall(long, [*UNIT, "annotation_id"]).groupby(
         [*UNIT, "dimension"], as_index=False)["score"].mean()
-    judged = judge_scores(model_scores)
+    models = unit_models(long, model_scores)
+    judged = judge_scores(model_scores).merge(models, on=UNIT)
     agents = max(long["agent"].nunique(), 1)
     episodes = study_episodes or int(judged["episode_id"].nunique())
     crowded = _crowded(long)
     raters = int(round(long.groupby(UNIT)["annotator_id"].nunique().mean())) if len(long) else 0
+    named = sorted(models[MODEL].unique())
     rows = []
     for judge, scores in judged.groupby(JUDGE, sort=True):
-        paired = human.merge(scores, on=[*UNIT, "dimension"], suffixes=("_human", "_judge"))
-        triples = crowded.merge(scores.rename(columns={"score": "model"}),
+        triples = crowded.merge(scores.drop(columns=MODEL).rename(columns={"score": "model"}),
                                 on=[*UNIT, "dimension"])
-        for panel in PANELS:
-            pairs = paired[paired["dimension"] == panel]
-            every = scores.loc[scores["dimension"] == panel, "score"].to_numpy(float)
-            alone = helped = None
-            if len(pairs) >= 2:
-                alone, helped = _episodes_needed(
-                    pairs["score_human"].to_numpy(float), pairs["score_judge"].to_numpy(float),
-                    every, episodes * agents, width, resamples, rng)
-            three = triples[triples["dimension"] == panel]
-            units = _alt_test_units(three, epsilon, power, resamples, rng)
-            rows.append({
-                JUDGE: judge, "dimension": panel, "target_width": width,
-                "pilot_units": len(pairs), "study_episodes": episodes,
-                "episodes_people_alone": _in_episodes(alone, agents),
-                "episodes_with_judge": _in_episodes(helped, agents),
-                "pilot_units_with_three": len(three[UNIT].drop_duplicates()),
-                "alt_test_units": units, "alt_test_episodes": _in_episodes(units, agents),
-            })
+        for model in [ALL_MODELS, *(named if len(named) > 1 else [])]:
+            mine = scores if model == ALL_MODELS else scores[scores[MODEL] == model]
+            # The model's units per episode of the pilot; its share of the study's episodes.
+            per_episode = len(mine[UNIT].drop_duplicates()) / mine["episode_id"].nunique()
+            units = round(episodes * per_episode * mine["episode_id"].nunique()
+                          / scores["episode_id"].nunique())
+            for panel in PANELS:
+                rows.append(
+                    {JUDGE: judge, MODEL: model, "dimension": panel, "target_width": width,
+                     "study_episodes": episodes}
+                    | _panel_plan(human, mine[mine["dimension"] == panel], units, per_episode,
+                                  width, resamples, rng)
+                    | _alt_test_plan(triples[triples["dimension"] == panel]
+                                     if model == ALL_MODELS else None,
+                                     agents, epsilon, power, resamples, rng))
     table = pd.DataFrame(rows, columns=PLAN_COLUMNS).astype({
         name: "Int64" for name in ("episodes_people_alone", "episodes_with_judge",
-                                   "alt_test_units", "alt_test_episodes")})
+                                   "pilot_units_with_three", "alt_test_units",
+                                   "alt_test_episodes")})
     return Plan(table, _assumptions(width, episodes, agents, raters, epsilon, power,
                                     resamples, seed))
 
 
-def _in_episodes(units: int | None, agents: int) -> int | None:
-    return None if units is None else math.ceil(units / agents)
+def _panel_plan(human: pd.DataFrame, scores: pd.DataFrame, study_units: int,
+                per_episode: float, width: float, resamples: int,
+                rng: np.random.Generator) -> dict[str, int | None]:
+    """The pilot's units people rated of a judge's ``scores`` on one panel, and the episodes
+    people must rate, alone and with the judge on ``study_units`` units."""
+    pairs = human.merge(scores, on=[*UNIT, "dimension"], suffixes=("_human", "_judge"))
+    alone = helped = None
+    if len(pairs) >= 2:
+        alone, helped = _episodes_needed(
+            pairs["score_human"].to_numpy(float), pairs["score_judge"].to_numpy(float),
+            scores["score"].to_numpy(float), study_units, width, resamples, rng)
+    return {"pilot_units": len(pairs), "episodes_people_alone": _in_episodes(alone, per_episode),
+            "episodes_with_judge": _in_episodes(helped, per_episode)}
+
+
+def _alt_test_plan(three: pd.DataFrame | None, agents: int, epsilon: float, power: float,
+                   resamples: int, rng: np.random.Generator) -> dict[str, int | None]:
+    """The pilot's units with three raters and the units the test needs (None: not planned,
+    as for one agent model's rows)."""
+    if three is None:
+        return {"pilot_units_with_three": None, "alt_test_units": None,
+                "alt_test_episodes": None}
+    units = _alt_test_units(three, epsilon, power, resamples, rng)
+    return {"pilot_units_with_three": len(three[UNIT].drop_duplicates()),
+            "alt_test_units": units, "alt_test_episodes": _in_episodes(units, agents)}
+
+
+def _in_episodes(units: int | None, per_episode: float) -> int | None:
+    return None if units is None else math.ceil(units / per_episode)
 
 
 def _assumptions(width: float, episodes: int, agents: int, raters: int, epsilon: float,
@@ -183,10 +213,13 @@ def _assumptions(width: float, episodes: int, agents: int, raters: int, epsilon:
         f"{FEWEST_TO_RESAMPLE} rated units at the least.",
         f"With the judge: it scores all {episodes} episodes of the study "
         "(--study-episodes); people rate the fewest that give the width "
-        "(prediction-powered mean, ppi-python); –: not within the study.",
+        "(prediction-powered mean, ppi-python); –: not within the study. An agent model's "
+        "rows plan its own mean on its units, its share of the study's episodes as in the "
+        "pilot.",
         "Alternative annotator test: units with three raters drawn from the pilot's, rater "
         f"positions as annotators, ε = {epsilon:g}; the fewest of "
         f"{', '.join(map(str, ALT_TEST_SIZES))} on which the judge passes in {power:.0%} of "
         f"the resamples; –: none, or fewer than {FEWEST_TO_RESAMPLE} units of the pilot "
-        f"have three raters (at least {MIN_ITEMS} are needed in any case).",
+        f"have three raters (at least {MIN_ITEMS} are needed in any case); planned for all "
+        "agent models together (the rows of one model leave it blank).",
     ]

@@ -211,6 +211,16 @@ judge_evaluations = Table(
     Column("judges", JSON, nullable=False),
 )
 
+# Each task's agent models (task data ``agent_models``: agent 1's, agent 2's), never shown to a
+# participant: the running model table reads them in the worker process. A table of its own,
+# so that databases made before it get it too.
+agent_models = Table(
+    "agent_models", metadata,
+    Column("study", String(64), primary_key=True),
+    Column("task_id", Integer, primary_key=True),
+    Column("models", JSON, nullable=False),
+)
+
 # A gateway process writing a task's meta in Label Studio (``marks.meta_turn``): one at a time
 # per task, since Label Studio replaces meta whole. ``holder`` names the turn; a claim lapses at
 # ``claimed_until``. A table of its own, so that databases made before it get it too.

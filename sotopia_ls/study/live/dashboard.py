@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from ...dimensions import RUBRIC
 from ...errors import StudyError
+from ...extras import missing_extra
 from ..screening.flags import FLAGS, Flag
 from ..serving.overload import Throttle, client_address
 from ..serving.security import bounded_body
@@ -33,7 +34,7 @@ from ..settings import StudyFile
 from ..states import AssignmentState, SlotState
 from ..status import study_status
 from ..store import assignments, now, slots
-from .snapshots import Snapshot, figures_unavailable, latest_snapshot
+from .snapshots import MODEL_TABLE, Snapshot, figures_unavailable, latest_snapshot
 
 COOKIE = "sotopia_researcher"
 COOKIE_SECONDS = 12 * 3600
@@ -140,12 +141,17 @@ def participants_with(flags: Sequence[Flag]) -> Callable[[Engine, StudyFile], li
 
 
 def agreement_view(snapshot: Snapshot | None) -> dict[str, Any] | None:
-    """The snapshot, its dimensions in rubric order with their labels."""
+    """The snapshot, its dimensions in rubric order with their labels, and each agent model's
+    scores (or the one line saying what their install lacks)."""
     if snapshot is None:
         return None
+    models = snapshot.figures.get(MODEL_TABLE)
+    lacking = missing_extra("ppi", included=False) if models is None else ""
     return {"computed_at": snapshot.computed_at.isoformat(), "ratings": snapshot.ratings,
             "dimensions": [{"key": key, "label": RUBRIC[key].label, **snapshot.figures[key]}
-                           for key in RUBRIC.keys if key in snapshot.figures]}
+                           for key in RUBRIC.keys if key in snapshot.figures],
+            "models": models or [],
+            "models_unavailable": f"Each agent model's scores {lacking}." if lacking else None}
 
 
 class Dashboard:

@@ -5,12 +5,15 @@ the report's. It imports the statistics libraries, so the gateway never imports 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from ...dimensions import RUBRIC
+from ...config import agent_field
+from ...dimensions import AGENTS, RUBRIC
+from ...extras import missing_extra
 from ...statistics.agreement import agreement_table
 from ...statistics.alttest import ALL_AGENTS, alt_test
 from ...statistics.bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
@@ -23,9 +26,19 @@ from ...exporter.tables import (
     scores_long,
 )
 from ...exporter.collection import MODEL_SCORE_COLUMNS
-from ...exporter.validate import _model_rows, evaluations_of
+from ...exporter.validate import _model_rows, agent_models, evaluations_of
+from ...exporter.wire import Data
 from ..settings import StudyFile
-from ..store import Snapshot, assignments, episode_ids, judge_evaluations, now, rated
+from .snapshots import MODEL_TABLE
+from ..store import (
+    Snapshot,
+    agent_models as task_models,
+    assignments,
+    episode_ids,
+    judge_evaluations,
+    now,
+    rated,
+)
 
 # What the dashboard shows of each judge's alternative annotator test (the report's columns).
 ALT_TEST_SHOWN = ("evaluator", "winning_rate", "advantage_probability", "verdict", "items",
@@ -45,9 +58,11 @@ def _rated_rows(engine: Engine, study: str) -> list[Any]:
         return list(conn.execute(
             select(assignments.c.id, assignments.c.task_id, assignments.c.participant_id,
                    assignments.c.ls_annotation_id, assignments.c.results,
-                   assignments.c.lead_time, episode_ids.c.episode_id)
+                   assignments.c.lead_time, episode_ids.c.episode_id, task_models.c.models)
             .join(episode_ids, (episode_ids.c.study == study)
                   & (episode_ids.c.task_id == assignments.c.task_id))
+            .outerjoin(task_models, (task_models.c.study == study)
+                       & (task_models.c.task_id == assignments.c.task_id))
             .where(rated(study))
             .order_by(assignments.c.task_id, assignments.c.ls_annotation_id.is_(None),
                       assignments.c.ls_annotation_id, assignments.c.id)).all())
@@ -73,6 +88,8 @@ def ratings_long(engine: Engine, study: str) -> pd.DataFrame:
             "task_id": row.task_id, "annotation_id": row.ls_annotation_id or -row.id,
             "episode_id": row.episode_id, "annotator_id": f"participant-{row.participant_id}",
             "lead_time": row.lead_time,
+            **{agent_field(agent, "model"): model
+               for agent, model in zip(AGENTS, _models(row.models))},
         })
     return scores_long(annotation_table(rows))
 
@@ -88,18 +105,39 @@ def _pairs(long: pd.DataFrame) -> dict[str, int]:
     return {key: int(pairs.get(key, 0)) for key in RUBRIC.keys}
 
 
-def judge_scores(engine: Engine, study: str) -> pd.DataFrame:
-    """``model_scores`` of the study's episodes, as an export gives it, from the judges'
-    evaluations the gateway copied (``screening.judges.keep_judges``)."""
+def _models(stored: Any) -> tuple[str, str]:
+    """A task's agent models as the exporter reads them from its data ("" where unknown)."""
+    return agent_models(Data(agent_models=stored))
+
+
+def judge_scores(engine: Engine, study: str, rated_episodes: Collection[str] = ()
+                 ) -> pd.DataFrame:
+    """``model_scores`` of the study's episodes, as an export gives it (``rated``: among
+    ``rated_episodes``), from the judges' evaluations and agent models the gateway copied
+    (``screening.judges.keep_judges``, ``snapshots.keep_episode_ids``)."""
     with engine.connect() as conn:
         stored = conn.execute(
-            select(episode_ids.c.episode_id, judge_evaluations.c.judges)
+            select(episode_ids.c.episode_id, judge_evaluations.c.judges, task_models.c.models)
             .join(episode_ids, (episode_ids.c.study == judge_evaluations.c.study)
                   & (episode_ids.c.task_id == judge_evaluations.c.task_id))
+            .outerjoin(task_models, (task_models.c.study == judge_evaluations.c.study)
+                       & (task_models.c.task_id == judge_evaluations.c.task_id))
             .where(judge_evaluations.c.study == study)).all()
-    return pd.DataFrame([row for episode, judges in stored
-                         for row in _model_rows(episode, evaluations_of(judges))],
+    return pd.DataFrame([(*row, episode in rated_episodes) for episode, judges, models in stored
+                         for row in _model_rows(episode, evaluations_of(judges), _models(models))],
                         columns=list(MODEL_SCORE_COLUMNS))
+
+
+def model_table(long: pd.DataFrame, judges: pd.DataFrame) -> list[dict[str, Any]] | None:
+    """The report's ``agent_model_scores`` as rows (NaN as None); None without ppi-python
+    (the dashboard says how to install it)."""
+    if missing_extra("ppi", included=False):
+        return None
+    from ...statistics.agent_models import agent_model_scores
+
+    table = agent_model_scores(long, judges)
+    return [{name: _number(value) if isinstance(value, float) else value
+             for name, value in row.items()} for row in table.to_dict("records")]
 
 
 def _alt_tests(long: pd.DataFrame, judges: pd.DataFrame | None
@@ -134,5 +172,7 @@ def live_figures(engine: Engine, study: StudyFile,
                  bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> Snapshot:
     """The running agreement of ``study`` on its ratings so far (see the module's note)."""
     long = ratings_long(engine, study.name)
+    judges = judge_scores(engine, study.name, set(long["episode_id"]))
     return Snapshot(now(), int(long["annotation_id"].nunique()),
-                    figures_of(long, bootstrap, judge_scores(engine, study.name)))
+                    figures_of(long, bootstrap, judges)
+                    | {MODEL_TABLE: model_table(long, judges)})

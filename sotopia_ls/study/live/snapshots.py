@@ -23,11 +23,13 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ...dimensions import RUBRIC
 from ...extras import install_commands, missing_modules
-from ...labelstudio.tasks import EPISODE_ID
+from ...labelstudio.tasks import AGENT_MODELS, EPISODE_ID
 from ..settings import StudyFile
 from ..store import (
     Snapshot,
+    agent_models,
     agreement_snapshots,
     assignments,
     episode_ids,
@@ -45,21 +47,29 @@ BUSY_FACTOR = 4.0
 # After a computation failed: long enough that a failure that repeats logs a line now and
 # then, not every check.
 FAILED_WAIT_SECONDS = 60.0
+# The snapshot's key for each agent model's scores (``figures.model_table``), beside the
+# dimensions'.
+MODEL_TABLE = "agent_model_scores"
 # What the worker computes besides the figures, from the gateway's database: a module-level
 # function (a worker process receives it by name).
 Extra = Callable[[Engine, StudyFile], Any]
 
 
 def keep_episode_ids(engine: Engine, study: str, data: dict[int, dict[str, Any]]) -> None:
-    """Record each task's episode id (``data``: task id → task data) unless recorded; a task
-    without one is left out, as the exporter refuses its annotations."""
-    rows = [{"study": study, "task_id": task, "episode_id": str(fields[EPISODE_ID])}
-            for task, fields in data.items() if fields.get(EPISODE_ID)]
-    if not rows:
-        return
+    """Record each task's episode id and agent models (``data``: task id → task data) unless
+    recorded; a task without an id is left out, as the exporter refuses its annotations, and
+    one without models has none (the worker reads them as an export does)."""
+    rows = {
+        episode_ids: [{"study": study, "task_id": task, "episode_id": str(fields[EPISODE_ID])}
+                      for task, fields in data.items() if fields.get(EPISODE_ID)],
+        agent_models: [{"study": study, "task_id": task, "models": fields[AGENT_MODELS]}
+                       for task, fields in data.items() if fields.get(AGENT_MODELS)],
+    }
     dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
     with engine.begin() as conn:
-        conn.execute(dialect.insert(episode_ids).on_conflict_do_nothing(), rows)
+        for table, values in rows.items():
+            if values:
+                conn.execute(dialect.insert(table).on_conflict_do_nothing(), values)
 
 
 def figures_unavailable() -> str | None:
@@ -122,7 +132,8 @@ def agreement_lines(snapshot: Snapshot) -> list[str]:
     computed = snapshot.computed_at.astimezone(timezone.utc)
     lines = [(f"  running agreement on {snapshot.ratings} ratings (computed "
               f"{computed:%Y-%m-%d %H:%M:%S} UTC), gold episodes left out:")]
-    for key, values in snapshot.figures.items():
+    for key in [key for key in RUBRIC.keys if key in snapshot.figures]:
+        values = snapshot.figures[key]
         lines.append(
             f"    {key:<18} α {figure(values['alpha'])} "
             f"({_interval(values['alpha_low'], values['alpha_high'])}), Gwet's AC2 "

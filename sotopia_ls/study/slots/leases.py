@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from ...dimensions import DIMENSION_KEYS
 from ...errors import StudyError
 from ...scores import RATING_FIELDS, scores_disagree
 from ..screening.typing_counts import TypingCounts, add_typing
@@ -582,8 +583,9 @@ def _agreement_narrow(conn: Connection, study: str, width: float | None) -> bool
     snapshot = snapshot_in(conn, study) if width is not None else None
     if snapshot is None or not snapshot.figures:
         return False
-    intervals = [(each.get("alpha_low"), each.get("alpha_high"))
-                 for each in snapshot.figures.values()]
+    # The dimensions' figures (the snapshot also holds the agent models' table).
+    dimensions = [snapshot.figures.get(key, {}) for key in DIMENSION_KEYS]
+    intervals = [(each.get("alpha_low"), each.get("alpha_high")) for each in dimensions]
     return all(low is not None and high is not None and high - low < width
                for low, high in intervals)
 

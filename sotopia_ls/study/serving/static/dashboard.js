@@ -71,6 +71,17 @@
         ], {"data-key": d.key, "data-judge": t.evaluator});
       });
     }));
+    if (agreement && agreement.models_unavailable) {
+      document.getElementById("models-note").textContent = agreement.models_unavailable;
+    }
+    fill("models", (agreement ? agreement.models : []).map(function (m) {
+      return row([
+        {text: m.agent_model, header: true}, {text: m.dimension}, {text: m.estimate},
+        {text: m.evaluator}, {text: shown(m.mean, 2), figure: "mean"},
+        {text: interval(m.mean_ci_low, m.mean_ci_high), figure: "mean_interval"},
+        {text: shown(m.n), figure: "n"}, {text: shown(m.effective_n, 1), figure: "effective_n"}
+      ], {"data-model": m.agent_model, "data-key": m.dimension});
+    }));
     fill("participants", data.participants.map(function (p) {
       return row([
         {text: p.participant}, {text: p.outcome}, {text: shown(p.episodes)},
