@@ -18,12 +18,15 @@ from ...chat import ChatEndpoint, EndpointRefused, InvalidReply
 from ...config import agent_field
 from ...dimensions import AGENTS, DIMENSIONS, Dimension, rating_name, reasoning_name
 from ...errors import StudyError
+from ...scores import RATING_FIELDS
 from ..settings import StudyFile
 from ..states import SUBMITTED
 from ..store import add_once, assignments, episodes, now, rationale_verdicts
 
 # The review's columns and details name the check so (``rationale_check.unsupported``).
 CHECK = "rationale_check"
+# Each rating field's place in the rubric: the review lists verdicts in it.
+_ORDER = {name: place for place, name in enumerate(RATING_FIELDS)}
 # A verdict's reason is one sentence: a longer answer is no answer of the kind asked.
 MAX_REASON_CHARS = 1000
 
@@ -126,7 +129,7 @@ def stored_verdicts(engine: Engine, study: str) -> dict[int, dict[str, Any]]:
         rows = conn.execute(select(rationale_verdicts)
                             .where(rationale_verdicts.c.study == study)).all()
     found: dict[int, dict[str, Any]] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda row: _ORDER.get(row.rating, len(_ORDER))):
         found.setdefault(row.assignment_id, {})[row.rating] = row
     return found
 
