@@ -22,6 +22,7 @@ from chat_stub import ChatStub, chat_stub
 from conftest import results_of
 from hostile_server import hostile
 from study_support import make_study, typed
+import sotopia_ls.study.serving
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import (
     AGENTS,
@@ -156,6 +157,9 @@ def test_a_rationale_that_contradicts_its_score_is_judged_unsupported_for_the_re
     assert after[decided].equals(before[decided])
     assert b[["suggested", "rule"]].tolist() == ["approve", "clean"]
     assert "revealed is a 0" not in " ".join(after["message"])
+    serving = Path(sotopia_ls.study.serving.__file__).parent  # what a participant's browser touches
+    assert [path.name for path in serving.rglob("*.*") if path.suffix in (".py", ".html", ".js")
+            and re.search(r"rationale_(check|verdicts)", path.read_text())] == []
 
 
 def test_a_rerun_asks_nothing_new(study, stub, tmp_path):
