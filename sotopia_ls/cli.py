@@ -26,8 +26,7 @@ from .config import (
     labeling_config_is_current,
     write_labeling_config,
 )
-from .chat import ChatEndpoint
-from .errors import InvalidInput, header_problem, keep_secret, redacted
+from .errors import InvalidInput, redacted
 from .evaluate import WRITE_BATCH, evaluate_project
 from .extras import require_extra
 from .folders import replaced_folder, write_file
@@ -46,7 +45,7 @@ from .labelstudio.push import (
 )
 from .ml_backend import is_loopback
 from .ml_backend.commands import connect_command, ml_backend_command
-from .options import failures_as_messages, server_options
+from .options import chat_endpoint, endpoint_options, failures_as_messages, server_options
 from .scores import DISAGREEMENT_THRESHOLD
 from .study.commands import study_command
 
@@ -469,22 +468,7 @@ def samples_command(destination: Path) -> None:
 @main.command("evaluate")
 @server_options
 @click.option("--project", required=True, help="Id or exact title of the project.")
-@click.option("--model", required=True,
-              help="The judge: a model the endpoint serves. Its evaluations are kept under this name.")
-@click.option("--base-url", default="https://api.openai.com/v1", show_default=True,
-              envvar="SOTOPIA_LS_LLM_BASE_URL", show_envvar=True,
-              help="An OpenAI-compatible endpoint, up to /v1 (a hosted API, vLLM, Ollama).")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
-              help="The environment variable holding the endpoint's API key (unset or empty: "
-              "no key, as a local server needs). The key is never printed.")
-@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Requests at a time.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True,
-              help="Seconds for one whole answer; a request still answering then is cut.")
-@click.option("--retries", type=click.IntRange(0, 10), default=4, show_default=True,
-              help="Repeats of a request answered 429 or 5xx, timed out or cut off: at most "
-              "retries + 1 requests for one answer (the wait doubles from 1 s, or is the "
-              "server's Retry-After, at most a minute).")
+@endpoint_options
 @click.option("--attempts", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Answers asked per episode while they are malformed or out of range (a "
               "request that got no answer is not asked again).")
@@ -513,14 +497,7 @@ def evaluate_command(
 
         sotopia-ls evaluate --project 3 --model qwen2.5:7b --base-url http://127.0.0.1:11434/v1
     """
-    if not model.strip():
-        raise click.UsageError("--model names the judge: it cannot be empty")
-    key = os.environ.get(api_key_env, "").strip()
-    keep_secret(key)
-    problem = header_problem(key, "latin-1")  # requests sends header values as latin-1
-    if problem:
-        raise click.UsageError(f"the API key in ${api_key_env} {problem}")
-    endpoint = ChatEndpoint(base_url, model, key, timeout, retries=retries)
+    endpoint = chat_endpoint(model, base_url, api_key_env, timeout, retries)
     with failures_as_messages():
         judge = LLMJudge(endpoint, attempts, max_reasoning_chars)
         run = evaluate_project(connect(url, api_key), project, judge, workers=workers,

@@ -3,7 +3,9 @@
 It answers ``POST /v1/chat/completions`` over real HTTP with Sotopia-shaped evaluations whose
 scores are drawn from the model and episode names, so a test knows what each judge said. A
 script can make the first replies of one model on one episode a 429, a 401, a body cut off
-half-way, or any text; ``delay`` holds back every answer.
+half-way, or any text; ``delay`` holds back every answer. A test may answer each prompt itself
+(``respond``), with any text, or "hang" (no answer until the client gives up) or "huge" (300 MB
+announced, as much sent as the client reads).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hostile_server import CLAIMED, LIMIT
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS
 
 
@@ -58,12 +61,19 @@ class ChatStub(ThreadingHTTPServer):
         self.refuse_when = 0
         self.arrived = threading.Semaphore(0)
         self.refused = threading.Event()
+        # (model, prompt) → the reply; its calls are counted by (model, prompt).
+        self.respond: Callable[[str, str], str] | None = None
+        self.closing = threading.Event()
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def reply(self, model: str, prompt: str, auth: str | None) -> str:
+        if self.respond is not None:
+            with self.lock:
+                self.calls[(model, prompt)] += 1
+            return self.respond(model, prompt)
         episode = re.search(r"^Participants: (.+)$", prompt, flags=re.M).group(1)
         with self.lock:
             attempt = self.calls[(model, episode)]
@@ -86,6 +96,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Transfer-Encoding: chunked\r\n\r\n40\r\n{\"choices\": [")
             self.close_connection = True
+            return
+        if reply == "hang":  # until the client gives up, or the stand-in closes
+            self.server.closing.wait(30)
+            self.close_connection = True
+            return
+        if reply == "huge":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % CLAIMED)
+            self.close_connection = True
+            try:
+                for _ in range(LIMIT // 2**16):
+                    self.wfile.write(b"\0" * 2**16)
+            except OSError:
+                pass  # the client stopped reading: that is the point
             return
         if reply == "401" and self.server.refuse_when:
             for _ in range(self.server.refuse_when):
@@ -120,5 +144,6 @@ def chat_stub() -> Iterator[ChatStub]:
     try:
         yield server
     finally:
+        server.closing.set()
         server.shutdown()
         server.server_close()

@@ -16,7 +16,7 @@ from click.core import ParameterSource
 
 from ..errors import keep_secret, redacted
 from ..extras import require_extra
-from ..options import failures_as_messages, server_options
+from ..options import chat_endpoint, endpoint_options, failures_as_messages, server_options
 from .serving.editor import EDITOR_DIR_ENV, PINNED, fetch_editor
 from .payment.prolific import API_URL, HOOK_PATH, HOOK_SECRET_ENV, RETRIES, TOKEN_VARIABLE
 from .states import AssignmentState
@@ -501,6 +501,41 @@ def review_command(study_path: Path, database: str | None, output: Path, force: 
     click.echo(f"wrote {output}: {len(rows)} submission(s); suggested: {_by_kind(suggested)}")
     for line in pay_lines(study, pay):
         click.echo(line)
+
+
+@study_command.command("check-rationales")
+@_study_option
+@_database_option
+@endpoint_options
+def check_rationales_command(study_path: Path, database: str | None, model: str, base_url: str,
+                             api_key_env: str, workers: int, timeout: float,
+                             retries: int) -> None:
+    """Ask a model whether each submitted rating's rationale supports its score.
+
+    One request per rating not checked before: the rubric's guidance and examples for its
+    dimension, the score and the rationale. The verdicts go into the gateway's database, and
+    `study review` shows them (rationale_check columns and details) to you alone; they change
+    no suggested decision. A rating whose answer is unusable gets none: run it again.
+
+    Example:
+
+        OPENAI_API_KEY=... sotopia-ls study check-rationales --study study.json --model gpt-4o-mini
+    """
+    endpoint = chat_endpoint(model, base_url, api_key_env, timeout, retries)
+    _, _, store = _web_stack()
+    from .screening.rationale_check import check_rationales
+
+    with failures_as_messages():
+        study = read_study(study_path)
+        run = check_rationales(store.open_store(database or study.database), study, endpoint,
+                               workers)
+    click.echo(f"{run.already} rating(s) checked before; now {run.supported} supported and "
+               f"{run.unsupported} not, says {model}")
+    for rating, reason in run.failed.items():
+        click.echo(f"  no verdict for {rating}: {redacted(reason)}", err=True)
+    if run.failed:
+        raise click.ClickException(f"{len(run.failed)} rating(s) left without a verdict "
+                                   "(nothing stored for them); run the command again to ask")
 
 
 @study_command.command("decide")

@@ -221,6 +221,20 @@ agent_models = Table(
     Column("models", JSON, nullable=False),
 )
 
+# A model's verdict on whether a submitted rating's rationale supports its score
+# (``screening.rationale_check``): one per assignment and rating field, so a rerun asks nothing
+# again; read by the review only. A table of its own, so that databases made before it get it.
+rationale_verdicts = Table(
+    "rationale_verdicts", metadata,
+    Column("study", String(64), nullable=False),
+    Column("assignment_id", ForeignKey("assignments.id"), primary_key=True),
+    Column("rating", String(64), primary_key=True),  # ``rating_name``: knowledge_1
+    Column("model", Text, nullable=False),
+    Column("supported", Boolean, nullable=False),
+    Column("reason", Text, nullable=False),
+    _time("asked_at", nullable=False),
+)
+
 # A gateway process writing a task's meta in Label Studio (``marks.meta_turn``): one at a time
 # per task, since Label Studio replaces meta whole. ``holder`` names the turn; a claim lapses at
 # ``claimed_until``. A table of its own, so that databases made before it get it too.

@@ -59,6 +59,7 @@ from .flags import (
 from .judges import judges_rationales
 from .practice import visit_practice
 from .qualification import verdicts
+from .rationale_check import CHECK, stored_verdicts
 from .typing_counts import recorded_typing
 from .visible import clipped, recorded_visible
 
@@ -79,7 +80,7 @@ def columns(flags: Sequence[Flag] = FLAGS) -> tuple[str, ...]:
     return (*IDENTITY, "outcome", "prolific_status", "episodes", "gold_episodes", "minutes",
             "median_minutes",
             *(f"{flag.name}.{count}" for flag in flags for count in ("fired", "judged")),
-            "gold_distance", "qualification", "practice", "practice_attempts", "suggested",
+            f"{CHECK}.unsupported", f"{CHECK}.judged", "gold_distance", "qualification", "practice", "practice_attempts", "suggested",
             "rule", "details", *EDITABLE, BONUS)
 
 
@@ -125,6 +126,7 @@ class Rated:
     flags: tuple[FlagResult, ...]
     claimed: float | None = None  # the page's visible seconds, where more than ``seconds``
     unmeasured: str = ""  # why its typing counts are not measured ("" when they are)
+    checked: tuple[Any, ...] = ()  # its rationales' verdicts by a model (``rationale_check``)
 
     def findings(self) -> list[tuple[str, str]]:
         """What the researcher reads of the rating: each flag that fired, a clipped time and
@@ -135,6 +137,9 @@ class Rated:
                                           f"saw {self.seconds:.0f} s pass"))
         if self.unmeasured:
             found.append(("typing_not_measured", self.unmeasured))
+        found += [(CHECK, f"{verdict.rating}: not supported, says {verdict.model}: "
+                          f"{verdict.reason}") for verdict in self.checked
+                  if not verdict.supported]
         return found
 
 
@@ -302,6 +307,7 @@ def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int,
             select(episodes.c.task_id, episodes.c.shown).where(episodes.c.study == study.name))}
     flat = {row.id: row.results for row in rows}  # the stored scores, checked when submitted
     judged = judges_rationales(engine, study.name)
+    checked = stored_verdicts(engine, study.name)
     typed = recorded_typing(engine, flat)
     # Time on task: the page's visible time where the page measured it (Label Studio's lead
     # time runs on while the participant is elsewhere).
@@ -324,7 +330,7 @@ def _rated(engine: Engine, study: StudyFile, flags: Sequence[Flag]) -> dict[int,
             row.task_id, reference is not None, seconds[row.id],
             abs(farthest[1] - farthest[2]) if farthest else None,
             flag_annotation(annotation, limits, flags), claimed.get(row.id),
-            measured_typing(annotation)[1]))
+            measured_typing(annotation)[1], tuple(checked.get(row.id, {}).values())))
     return rated
 
 
@@ -364,6 +370,9 @@ def _row(visit: ReviewedVisit, thresholds: FlagThresholds, recorded: Any,
     }
     for flag in flags:
         row[f"{flag.name}.fired"], row[f"{flag.name}.judged"] = visit.counts(flag.name)
+    verdicts = [verdict for rated in visit.rated for verdict in rated.checked]
+    row[f"{CHECK}.unsupported"] = sum(not verdict.supported for verdict in verdicts)
+    row[f"{CHECK}.judged"] = len(verdicts)
     row |= {
         "gold_distance": max(distances) if distances else None,
         "qualification": visit.qualification, "practice": str(visit.practice),
