@@ -221,3 +221,36 @@ def test_a_bonus_written_in_the_review_file_is_recorded_once_and_paid_once(
     edited.to_csv(review, index=False)
     with pytest.raises(StudyError, match=r"recorded as 0\.50 already"):
         record_decisions(engine, read_review(review, engine, study))
+
+
+def test_a_bonus_written_after_study_decide_is_not_lost_when_the_review_file_is_rewritten(
+        tmp_path, study):
+    engine = open_store(study.database)
+    link = ProlificParameters(PROLIFIC_PID=prolific_id(), STUDY_ID=PROLIFIC_STUDY,
+                              SESSION_ID=prolific_id())
+    arrival.arrive(engine, study.name, link)
+    path, review = write_study(study, tmp_path / "study.json"), tmp_path / "review.csv"
+
+    def write_review() -> Result:
+        return CliRunner().invoke(main, ["study", "review", "--study", str(path), "-o",
+                                         str(review)])
+
+    assert write_review().exit_code == 0
+    edited = pd.read_csv(review, dtype=str, keep_default_na=False)
+    edited["decision"], edited["message"], edited["category"] = "approve", "", ""
+    edited.to_csv(review, index=False)
+    record_decisions(engine, read_review(review, engine, study))  # decided, no bonus
+    assert write_review().exit_code == 0
+    edited = pd.read_csv(review, dtype=str, keep_default_na=False)
+    edited["bonus"] = "0.5"  # a bonus given afterwards, not recorded yet
+    edited.to_csv(review, index=False)
+    with_bonus = review.read_text()
+
+    refused = write_review()
+
+    assert refused.exit_code != 0 and "Traceback" not in refused.output
+    assert "line 2 holds decisions not recorded" in refused.output
+    assert review.read_text() == with_bonus
+    record_decisions(engine, read_review(review, engine, study))
+    assert write_review().exit_code == 0  # recorded as 0.50: the same amount, nothing lost
+    assert pd.read_csv(review, dtype=str)["bonus"].tolist() == ["0.50"]
