@@ -37,7 +37,7 @@ def study_file(tmp_path: Path, episodes: int = 5, **fields: object) -> Path:
                        reward={"cents": 200, "currency": "GBP"}, **fields)
     add_episodes(open_store(study.database), study.name,
                  {task: {"text": f"episode {task}"} for task in range(1, episodes + 1)},
-                 study.raters_per_episode)
+                 study.raters_per_episode, third_rater_share=study.third_rater_share)
     return write_study(study, tmp_path / "study.json")
 
 
@@ -55,7 +55,9 @@ def test_a_dry_run_shows_the_draft_and_sends_nothing(tmp_path, prolific):
 
     assert result.exit_code == 0, result.output
     assert f"  link:    {GATEWAY}/s/pilot?{PLACEHOLDERS}" in result.output
-    assert "  places:  4, 10 min each, reward 200" in result.output  # 5 × 2 ÷ 3, rounded up
+    assert "  places:  4, 10 min each, reward 200" in result.output
+    assert ("           places 10 slots (5 episodes × k 2) ÷ 3 episodes a session, rounded up"
+            in result.output)
     assert f"  code:    {CODE} COMPLETED MANUALLY_REVIEW" in result.output
     assert f"  code:    {NO_SLOTS} OTHER MANUALLY_REVIEW" in result.output
     assert result.output.endswith("dry run: nothing was sent to Prolific (add --send to create "
@@ -113,6 +115,18 @@ def test_a_draft_whose_answer_was_lost_is_found_by_the_rerun_not_made_twice(tmp_
     (made,) = prolific.studies
     assert read_study(path).prolific.study_id == made["id"]
     assert len(prolific.sent("POST")) == 1  # the one whose answer was lost
+
+
+def test_places_count_the_third_raters_planned_and_leave_out_the_gold_positions(
+        tmp_path, prolific):
+    path = study_file(tmp_path, gold_share=0.25, third_rater_share=0.4)
+
+    result = publish(path, prolific, "--minutes", "10", "--send")
+
+    assert result.exit_code == 0, result.output
+    assert ("           places 12 slots (5 episodes × k 2 + 2 third rater(s)) ÷ 2.25 episodes "
+            "a session (m 3 less 25% gold), rounded up") in result.output
+    assert prolific.studies[0]["total_available_places"] == 6  # not 5 × 2 ÷ 3 = 4
 
 
 def test_a_main_study_is_filtered_on_its_qualification_round_s_group(tmp_path, prolific):

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
 from ...errors import StudyError
 from ..settings import OnProlific, StudyFile, write_study
-from ..store import prolific_groups, slots
+from ..slots.leases import planned_slots
+from ..store import prolific_groups
 from .hourly import PROLIFIC_MINIMUM, HourlyPay, money
 from .prolific import Prolific
 
 # Prolific's filter admitting only the members of participant groups.
 GROUP_FILTER = "participant_group_allowlist"
+GIVEN = "as given (--places)"
 DESCRIPTION = ("Read short conversations between two characters and rate how each one behaved, "
                "with a sentence saying why, in a page of the study's own.")
 
@@ -39,6 +43,7 @@ class Publication:
     study_id: str | None  # None: a dry run
     made: bool  # False: found, recorded or in the project, so nothing was created
     warnings: list[str] = field(default_factory=list)
+    counted: str = GIVEN  # how the places were counted
 
     def lines(self) -> list[str]:
         body = self.body
@@ -47,7 +52,8 @@ class Publication:
                f"  link:    {body['external_study_url']}",
                f"  places:  {body['total_available_places']}, "
                f"{body['estimated_completion_time']} min each, reward "
-               f"{body['reward']} (hundredths of your account's currency)"]
+               f"{body['reward']} (hundredths of your account's currency)",
+               f"           places {self.counted}"]
         out += [f"  code:    {code['code']} {code['code_type']} "
                 + ", ".join(_action(action) for action in code["actions"])
                 for code in body["completion_codes"]]
@@ -104,21 +110,24 @@ def _filters(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
     return [{"filter_id": GROUP_FILTER, "selected_values": [group]}]
 
 
-def _places(engine: Engine, study: StudyFile, places: int | None) -> int:
-    """``places``, else episodes × k ÷ m, rounded up (a qualification round needs ``places``:
-    everyone rates the same gold episodes)."""
-    if places is not None:
-        return places
+def places_needed(engine: Engine, study: StudyFile) -> tuple[int, str]:
+    """The places the study's episodes need, and how they were counted: each episode's
+    planned slots (k, three where a third rater was planned) over the ordinary episodes a
+    session rates (m less its gold share), rounded up (README.md, "Publishing on Prolific")."""
     if study.qualification is not None:
         raise StudyError("a qualification round serves the same gold episodes to everyone: "
                          "give the number of places with --places N")
-    with engine.connect() as conn:
-        episodes = conn.execute(select(func.count(func.distinct(slots.c.task_id)))
-                                .where(slots.c.study == study.name)).scalar_one()
-    if not episodes:
+    planned = planned_slots(engine, study.name, study.raters_per_episode)
+    if not planned.episodes:
         raise StudyError(f"study {study.name} has no episodes in the gateway's database yet: "
                          "run `sotopia-ls study sync` first, or give --places N")
-    return math.ceil(episodes * study.raters_per_episode / study.episodes_per_participant)
+    m, share = study.episodes_per_participant, Fraction(str(study.gold_share))
+    thirds = f" + {planned.thirds} third rater(s)" if planned.thirds else ""
+    gold = f" (m {m} less {float(share):.0%} gold)" if share else ""
+    per = m * (1 - share)
+    return math.ceil(planned.slots / per), (
+        f"{planned.slots} slots ({planned.episodes} episodes × k {study.raters_per_episode}"
+        f"{thirds}) ÷ {float(per):g} episodes a session{gold}, rounded up")
 
 
 def estimated_minutes(minutes: int | None, pilot: HourlyPay | None) -> int:
@@ -132,7 +141,7 @@ def estimated_minutes(minutes: int | None, pilot: HourlyPay | None) -> int:
 
 
 def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: str,
-               minutes: int, places: int | None = None,
+               minutes: int, places: int,
                description: str = DESCRIPTION) -> dict[str, Any]:
     """The body of Prolific's ``POST studies/`` for ``study``."""
     if study.reward is None:
@@ -142,7 +151,7 @@ def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: 
         "name": study.title, "internal_name": internal_name(study), "description": description,
         "external_study_url": study_url, "prolific_id_option": "url_parameters",
         "completion_codes": _codes(engine, study), "filters": _filters(engine, study),
-        "total_available_places": _places(engine, study, places),
+        "total_available_places": places,
         "estimated_completion_time": minutes, "reward": study.reward.cents,
         "project": project_id, "device_compatibility": ["desktop"],
     }
@@ -168,13 +177,17 @@ def publish_study(engine: Engine, study: StudyFile, study_path: Path, *, study_u
     of the same internal name in the project (a run that died after Prolific made it), is
     taken and nothing is created."""
     estimated = estimated_minutes(minutes, pilot)
+    counted = GIVEN
+    if places is None:
+        places, counted = places_needed(engine, study)
     body = draft_body(engine, study, study_url=study_url, project_id=project_id,
                       minutes=estimated, places=places)
-    warnings = _under_minimum(study, estimated)
+    shown = partial(Publication, study.name, body, warnings=_under_minimum(study, estimated),
+                    counted=counted)
     if study.prolific is not None:
-        return Publication(study.name, body, study.prolific.study_id, False, warnings)
+        return shown(study.prolific.study_id, False)
     if not send:
-        return Publication(study.name, body, None, False, warnings)
+        return shown(None, False)
     if prolific is None:
         raise StudyError("creating the study on Prolific needs its API token: set "
                          "PROLIFIC_TOKEN")
@@ -183,4 +196,4 @@ def publish_study(engine: Engine, study: StudyFile, study_path: Path, *, study_u
     draft = found or prolific.create_study(body)
     write_study(study.model_copy(update={"prolific": OnProlific(
         study_id=draft.id, project_id=project_id)}), study_path, overwrite=True)
-    return Publication(study.name, body, draft.id, found is None, warnings)
+    return shown(draft.id, found is None)
