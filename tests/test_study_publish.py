@@ -19,10 +19,11 @@ from sqlalchemy import insert
 from study_support import CODE, NO_SLOTS, make_study
 
 from sotopia_ls.cli import main
+from sotopia_ls.errors import StudyError
 from sotopia_ls.study.payment.hourly import HourlyPay
 from sotopia_ls.study.payment.prolific import Prolific, ProlificUnavailable
 from sotopia_ls.study.payment.publish import publish_study
-from sotopia_ls.study.settings import Reward, read_study, write_study
+from sotopia_ls.study.settings import Reward, StudyFile, read_study, write_study
 from sotopia_ls.study.slots.leases import add_episodes
 from sotopia_ls.study.store import now, open_store, prolific_groups
 
@@ -170,6 +171,54 @@ def test_a_qualification_round_s_codes_carry_the_screen_out_and_the_group(tmp_pa
         {"code": "SCR33N", "code_type": "FIXED_SCREENOUT",
          "actions": [{"action": "MANUALLY_REVIEW"}]}]
     assert prolific.studies[0]["total_available_places"] == 40
+
+
+def test_a_paid_screen_out_is_sent_with_its_reward_and_every_screen_out_code_is_sent(
+        tmp_path, prolific):
+    chosen = StudyFile.from_options(  # what `study init` makes of its options
+        name="qual-round", project=1, completion_code=CODE, is_qualification=True,
+        screen_out_code="SCR33N", screen_out_reward=0.4, reward=1.5, currency="GBP",
+        practice_references=tmp_path / "practice.csv", practice_screen_out_code="P1OUT",
+        database=f"sqlite:///{tmp_path / 'gateway.sqlite3'}")
+    path = write_study(chosen, tmp_path / "study.json")
+
+    dry = publish(path, prolific, "--minutes", "5", "--places", "30")
+    sent = publish(path, prolific, "--minutes", "5", "--places", "30", "--send")
+
+    assert chosen.qualification.screen_out_reward == 40
+    assert ("  code:    SCR33N FIXED_SCREENOUT FIXED_SCREEN_OUT_PAYMENT 40 to each, up to 30 "
+            "screen-outs") in dry.output
+    assert "  code:    P1OUT FIXED_SCREENOUT MANUALLY_REVIEW" in dry.output
+    assert sent.exit_code == 0, sent.output
+    assert prolific.studies[0]["completion_codes"][1:] == [
+        {"code": "SCR33N", "code_type": "FIXED_SCREENOUT", "actor": "participant",
+         "actions": [{"action": "FIXED_SCREEN_OUT_PAYMENT", "fixed_screen_out_reward": 40,
+                      "slots": 30}]},
+        {"code": "P1OUT", "code_type": "FIXED_SCREENOUT",
+         "actions": [{"action": "MANUALLY_REVIEW"}]}]
+
+
+def test_a_screen_out_reward_needs_a_reward_one_paid_code_and_prolific_s_minimum(tmp_path,
+                                                                               prolific):
+    options = {"name": "qual-round", "project": 1, "completion_code": CODE,
+               "is_qualification": True, "screen_out_code": "SCR33N",
+               "database": f"sqlite:///{tmp_path / 'gateway.sqlite3'}"}
+    with pytest.raises(StudyError, match="screen_out_reward is in hundredths of the reward's "
+                       "currency: give the reward too"):
+        StudyFile.from_options(**options, screen_out_reward=0.4)
+    with pytest.raises(StudyError, match="pays a fixed screen-out on one code only"):
+        StudyFile.from_options(**options, screen_out_reward=0.4, reward=1.5, currency="GBP",
+                               practice_references=tmp_path / "practice.csv",
+                               practice_screen_out_code="P1OUT",
+                               practice_screen_out_reward=0.2)
+    with pytest.raises(StudyError, match="--screen-out-reward: 0.405 has more than two"):
+        StudyFile.from_options(**options, screen_out_reward=0.405, reward=1.5, currency="GBP")
+    cheap = write_study(StudyFile.from_options(**options, screen_out_reward=0.05, reward=1.5,
+                                               currency="GBP"), tmp_path / "study.json")
+
+    warned = publish(cheap, prolific, "--minutes", "5", "--places", "30")
+
+    assert "⚠ a screen-out reward of £0.05 is under Prolific's minimum of £0.10" in warned.output
 
 
 def test_a_reward_under_prolific_s_minimum_is_warned_of(tmp_path, prolific):

@@ -333,7 +333,8 @@ def test_study_init_writes_a_qualification_round_and_a_main_study_that_requires_
     written = json.loads((tmp_path / "round.json").read_text())
     assert written["qualification"] == {
         "max_distance": 2, "screen_out_code": "Q1OUT",
-        "screen_out_url": "https://app.prolific.com/submissions/complete?cc=Q1OUT"}
+        "screen_out_url": "https://app.prolific.com/submissions/complete?cc=Q1OUT",
+        "screen_out_reward": None}
     assert written["gold_references"] == str(tmp_path / "gold.csv")
     assert "Q1PASS and joins its allow-list" in made.output and "get Q1OUT" in made.output
     assert main_made.exit_code == 0, main_made.output

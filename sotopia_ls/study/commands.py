@@ -127,6 +127,11 @@ def study_command() -> None:
               "passing (required with --qualification).")
 @click.option("--screen-out-url", "screen_out_link",
               help="Where those participants go [default: Prolific's link with that code].")
+@click.option("--screen-out-reward", metavar="AMOUNT",
+              type=click.FloatRange(min=0, min_open=True),
+              help="What Prolific pays each participant given the screen-out code, e.g. 0.40 "
+              "(its fixed screen-out payment, in --currency; with --qualification): `study "
+              "publish` sends it. Without it, they are reviewed by hand.")
 @click.option("--max-distance", type=click.IntRange(0, 20),
               help="A participant passes the qualification round when every rating is within "
               f"this many points of the reference [default: {QUALIFYING_DISTANCE}, "
@@ -171,6 +176,10 @@ def study_command() -> None:
 @click.option("--practice-screen-out-code",
               help="Code for participants who fail every practice attempt (required with "
               "--practice).")
+@click.option("--practice-screen-out-reward", metavar="AMOUNT",
+              type=click.FloatRange(min=0, min_open=True),
+              help="What Prolific pays each participant given the practice's screen-out code "
+              "(as --screen-out-reward; with --practice).")
 @click.option("--reward", metavar="AMOUNT", type=click.FloatRange(min=0, min_open=True),
               help="Prolific's reward per submission (a visit), e.g. 2.50: `study status` and "
               "`study review` then give the pay per hour it comes to, warning under "

@@ -25,6 +25,10 @@ from .prolific import Prolific
 # Prolific's filter admitting only the members of participant groups.
 GROUP_FILTER = "participant_group_allowlist"
 GIVEN = "as given (--places)"
+# The action by which Prolific pays a screen-out code a fixed reward itself, and the least it
+# takes (Prolific's custom screening, July 2025: README.md, "Publishing on Prolific").
+PAID_SCREEN_OUT = "FIXED_SCREEN_OUT_PAYMENT"
+SCREEN_OUT_MINIMUM = {"GBP": 10, "USD": 14}
 DESCRIPTION = ("Read short conversations between two characters and rate how each one behaved, "
                "with a sentence saying why, in a page of the study's own.")
 
@@ -70,7 +74,10 @@ class Publication:
         return out
 
 
-def _action(action: dict[str, str]) -> str:
+def _action(action: dict[str, Any]) -> str:
+    if action["action"] == PAID_SCREEN_OUT:
+        return (f"{PAID_SCREEN_OUT} {action['fixed_screen_out_reward']} to each, up to "
+                f"{action['slots']} screen-outs")
     group = action.get("participant_group")
     return action["action"] + (f" {group}" if group else "")
 
@@ -81,20 +88,29 @@ def _group_of(engine: Engine, qualification: str) -> str | None:
             prolific_groups.c.qualification == qualification)).scalar_one_or_none()
 
 
-def _codes(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
+def _codes(engine: Engine, study: StudyFile, places: int) -> list[dict[str, Any]]:
     """Every code the study file defines: a qualification round's passers join its
-    participant group by their code, once ``study pay`` made the group."""
-    review: list[dict[str, str]] = [{"action": "MANUALLY_REVIEW"}]
+    participant group by their code, once ``study pay`` made the group; a screen-out code
+    with its reward is paid by Prolific, up to ``places`` screen-outs."""
+    review: list[dict[str, Any]] = [{"action": "MANUALLY_REVIEW"}]
     group = _group_of(engine, study.name) if study.qualification else None
     joins = [{"action": "ADD_TO_PARTICIPANT_GROUP", "participant_group": group}] if group else []
-    codes = [{"code": study.completion_code, "code_type": "COMPLETED",
-              "actions": review + joins}]
-    if study.qualification is not None:
-        codes.append({"code": study.qualification.screen_out_code,
-                      "code_type": "FIXED_SCREENOUT", "actions": review})
+    codes = {study.completion_code: {"code": study.completion_code, "code_type": "COMPLETED",
+                                     "actions": review + joins}}
+    for part in (study.qualification, study.practice):
+        if part is not None and part.screen_out_reward:
+            codes[part.screen_out_code] = {
+                "code": part.screen_out_code, "code_type": "FIXED_SCREENOUT",
+                "actions": [{"action": PAID_SCREEN_OUT, "slots": places,
+                             "fixed_screen_out_reward": part.screen_out_reward}],
+                "actor": "participant"}
+        elif part is not None:
+            codes.setdefault(part.screen_out_code, {
+                "code": part.screen_out_code, "code_type": "FIXED_SCREENOUT", "actions": review})
     if study.no_slots_code is not None:
-        codes.append({"code": study.no_slots_code, "code_type": "OTHER", "actions": review})
-    return codes
+        codes[study.no_slots_code] = {"code": study.no_slots_code, "code_type": "OTHER",
+                                      "actions": review}
+    return list(codes.values())
 
 
 def _filters(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
@@ -150,7 +166,7 @@ def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: 
     return {
         "name": study.title, "internal_name": internal_name(study), "description": description,
         "external_study_url": study_url, "prolific_id_option": "url_parameters",
-        "completion_codes": _codes(engine, study), "filters": _filters(engine, study),
+        "completion_codes": _codes(engine, study, places), "filters": _filters(engine, study),
         "total_available_places": places,
         "estimated_completion_time": minutes, "reward": study.reward.cents,
         "project": project_id, "device_compatibility": ["desktop"],
@@ -159,12 +175,20 @@ def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: 
 
 def _under_minimum(study: StudyFile, minutes: int) -> list[str]:
     reward = study.reward
-    if reward is None or reward.cents * 60 / minutes >= PROLIFIC_MINIMUM[reward.currency]:
+    if reward is None:
         return []
+    least = SCREEN_OUT_MINIMUM[reward.currency]
+    warnings = [f"a screen-out reward of {money(part.screen_out_reward, reward.currency)} is "
+                f"under Prolific's minimum of {money(least, reward.currency)}"
+                for part in (study.qualification, study.practice)
+                if part is not None and part.screen_out_reward
+                and part.screen_out_reward < least]
+    if reward.cents * 60 / minutes >= PROLIFIC_MINIMUM[reward.currency]:
+        return warnings
     least = math.ceil(PROLIFIC_MINIMUM[reward.currency] * minutes / 60)
     return [f"{money(reward.cents, reward.currency)} for {minutes} min is under Prolific's "
             f"minimum of {money(PROLIFIC_MINIMUM[reward.currency], reward.currency)} an hour: "
-            f"raise the reward to at least {money(least, reward.currency)}"]
+            f"raise the reward to at least {money(least, reward.currency)}", *warnings]
 
 
 def publish_study(engine: Engine, study: StudyFile, study_path: Path, *, study_url: str,
