@@ -24,6 +24,7 @@ from .prolific import Prolific
 
 # Prolific's filter admitting only the members of participant groups.
 GROUP_FILTER = "participant_group_allowlist"
+# How the dry run counts places given with --places.
 GIVEN = "as given (--places)"
 # The action by which Prolific pays a screen-out code a fixed reward itself, and the least it
 # takes (Prolific's custom screening, July 2025: README.md, "Publishing on Prolific").
