@@ -29,6 +29,9 @@ from .settings import (
     SECRET_ENV,
     STUDY_FILE,
     Currency,
+    Practice,
+    Qualification,
+    StudyFile,
     read_study,
 )
 
@@ -224,7 +227,7 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
         click.echo(f"A qualification round: whoever has every rating within "
                    f"{study.qualification.max_distance} of the reference gets "
                    f"{study.completion_code} and joins its allow-list; the others get "
-                   f"{study.qualification.screen_out_code}.")
+                   f"{study.qualification.screen_out_code}{_paid(study, study.qualification)}.")
     if study.third_rater_share:
         click.echo(f"{study.third_rater_share:.0%} of the episodes get a third rater.")
     if study.adaptive is not None:
@@ -234,7 +237,8 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
     if study.practice is not None:
         click.echo(f"A practice step first: {study.practice.attempts} attempt(s) to have every "
                    f"rating within {study.practice.max_distance} of the reference; who fails "
-                   f"them all gets {study.practice.screen_out_code}.")
+                   f"them all gets {study.practice.screen_out_code}"
+                   f"{_paid(study, study.practice)}.")
     if study.requires_qualification:
         click.echo(f"Admits only the allow-list of the qualification round "
                    f"{study.requires_qualification} (on the same database).")
@@ -244,6 +248,15 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
     if options["database"] is not None and study.database != options["database"]:
         click.echo(f"The database password was left out of {output}: give it to the gateway "
                    f"in {PASSWORD_PLACES}.")
+
+
+def _paid(study: StudyFile, part: Qualification | Practice) -> str:
+    """What Prolific pays for ``part``'s screen-out code, as ``study init`` says it."""
+    if not part.screen_out_reward or study.reward is None:
+        return ""
+    from .payment.hourly import money
+
+    return f", paid {money(part.screen_out_reward, study.reward.currency)} by Prolific"
 
 
 @study_command.command("serve")
