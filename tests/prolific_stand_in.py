@@ -107,8 +107,9 @@ class StandIn(ThreadingHTTPServer):
         if not rest:
             made = {**body, "id": f"hook-{len(self.subscriptions) + 1}", "is_enabled": False,
                     "secret": secrets.token_hex(16), "confirmed": False}
-            self.subscriptions.append(made)
-            return 201, {k: v for k, v in made.items() if k != "secret"}, {
+            self.subscriptions.append(made)  # answered as the reference: every subscription
+            return 201, {"results": [{k: v for k, v in listed.items() if k != "secret"}
+                                     for listed in self.subscriptions]}, {
                 "X-Hook-Secret": made["secret"]}
         for made in self.subscriptions:
             if made["id"] == rest[0] and body == {"secret": made["secret"]}:

@@ -80,7 +80,7 @@ def pay(path: Path, stand_in: StandIn, *options: str) -> Result:
 
 
 def test_bonuses_for_extra_ratings_are_set_up_and_paid_once_across_two_runs(
-        tmp_path, study, prolific):
+        tmp_path, study, prolific, export_file):
     engine = open_store(study.database)
     extra_rater = submission(engine, study, "approve", extra=2)
     submission(engine, study, "approve", extra=0)  # no added slot: no bonus
@@ -113,6 +113,12 @@ def test_bonuses_for_extra_ratings_are_set_up_and_paid_once_across_two_runs(
     assert study_protocol(engine, study)["bonuses"] == {
         "submissions": 1, "total": 0.6, "paid_submissions": 1, "paid_total": 0.6,
         "currency": "GBP"}
+    out = tmp_path / "out"
+    exported = CliRunner().invoke(main, ["export", "--from-file", str(export_file), "-o",
+                                         str(out), "--study", str(path)])
+    assert exported.exit_code == 0, exported.output
+    assert "1 session got a bonus, 0.60 GBP in all, paid through Prolific." in " ".join(
+        (out / "protocol.md").read_text().split())
 
 
 def test_a_pay_call_left_unanswered_is_never_sent_again(tmp_path, study, prolific):
@@ -139,7 +145,8 @@ def test_a_pay_call_left_unanswered_is_never_sent_again(tmp_path, study, prolifi
     assert prolific.bonuses[0]["paid"] == 1
 
 
-def test_a_refused_pay_call_paid_nothing_and_is_sent_by_the_next_run(tmp_path, study, prolific):
+def test_a_refused_pay_call_paid_nothing_and_is_sent_by_the_next_run(tmp_path, study, prolific,
+                                                                     export_file):
     engine = open_store(study.database)
     submission(engine, study, "approve", extra=1)
     prolific.script[PAY.format("bulk-1")] = [
@@ -153,6 +160,12 @@ def test_a_refused_pay_call_paid_nothing_and_is_sent_by_the_next_run(tmp_path, s
         in refused.output
     with engine.connect() as conn:
         assert conn.execute(select(bonus_payments.c.state)).scalars().all() == ["set_up"]
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["export", "--from-file", str(export_file), "-o", str(out),
+                                     "--study", str(path)]).exit_code == 0
+    assert ("1 session got a bonus, 0.30 GBP in all; 0 of them (0.00 GBP) paid through "
+            "Prolific, the others recorded or set up there and not paid yet.") in " ".join(
+        (out / "protocol.md").read_text().split())
 
     paid = pay(path, prolific, "--send")
 
@@ -221,3 +234,36 @@ def test_a_bonus_written_in_the_review_file_is_recorded_once_and_paid_once(
     edited.to_csv(review, index=False)
     with pytest.raises(StudyError, match=r"recorded as 0\.50 already"):
         record_decisions(engine, read_review(review, engine, study))
+
+
+def test_a_bonus_written_after_study_decide_is_not_lost_when_the_review_file_is_rewritten(
+        tmp_path, study):
+    engine = open_store(study.database)
+    link = ProlificParameters(PROLIFIC_PID=prolific_id(), STUDY_ID=PROLIFIC_STUDY,
+                              SESSION_ID=prolific_id())
+    arrival.arrive(engine, study.name, link)
+    path, review = write_study(study, tmp_path / "study.json"), tmp_path / "review.csv"
+
+    def write_review() -> Result:
+        return CliRunner().invoke(main, ["study", "review", "--study", str(path), "-o",
+                                         str(review)])
+
+    assert write_review().exit_code == 0
+    edited = pd.read_csv(review, dtype=str, keep_default_na=False)
+    edited["decision"], edited["message"], edited["category"] = "approve", "", ""
+    edited.to_csv(review, index=False)
+    record_decisions(engine, read_review(review, engine, study))  # decided, no bonus
+    assert write_review().exit_code == 0
+    edited = pd.read_csv(review, dtype=str, keep_default_na=False)
+    edited["bonus"] = "0.5"  # a bonus given afterwards, not recorded yet
+    edited.to_csv(review, index=False)
+    with_bonus = review.read_text()
+
+    refused = write_review()
+
+    assert refused.exit_code != 0 and "Traceback" not in refused.output
+    assert "line 2 holds decisions not recorded" in refused.output
+    assert review.read_text() == with_bonus
+    record_decisions(engine, read_review(review, engine, study))
+    assert write_review().exit_code == 0  # recorded as 0.50: the same amount, nothing lost
+    assert pd.read_csv(review, dtype=str)["bonus"].tolist() == ["0.50"]

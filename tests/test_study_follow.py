@@ -198,6 +198,21 @@ def test_subscribing_makes_one_confirmed_subscription_and_a_rerun_keeps_it(tmp_p
         "/api/v1/hooks/subscriptions/", f"/api/v1/hooks/subscriptions/{made['id']}/"]
 
 
+def test_a_subscription_answered_alone_as_prolific_s_guide_shows_it_is_confirmed_too(
+        tmp_path, prolific):
+    path = write_study(make_study(tmp_path, 1), tmp_path / "study.json")
+    made = {"id": "hook-9", "event_type": "submission.status.change",
+            "target_url": f"https://rate.example.org{HOOK}", "workspace_id": "ws-7"}
+    prolific.script["POST /api/v1/hooks/subscriptions/"] = [(201, made, {"X-Hook-Secret": "k9"})]
+    prolific.script["POST /api/v1/hooks/subscriptions/hook-9/"] = [(200, made, {})]
+
+    result = subscribe(path, prolific)
+
+    assert result.exit_code == 0, result.output
+    assert prolific.sent("POST")[-1] == ("POST", "/api/v1/hooks/subscriptions/hook-9/",
+                                         {"secret": "k9"})
+
+
 def test_a_refused_confirmation_is_one_line_without_the_secret(tmp_path, prolific):
     path = write_study(make_study(tmp_path, 1), tmp_path / "study.json")
     prolific.script["POST /api/v1/hooks/subscriptions/hook-1/"] = [

@@ -328,7 +328,8 @@ def test_study_init_writes_the_practice_step_and_refuses_its_options_alone(
     assert json.loads((tmp_path / "study.json").read_text())["practice"] == {
         "references": str(tmp_path / "practice.csv"), "attempts": 3, "max_distance": 2,
         "screen_out_code": "P1OUT",
-        "screen_out_url": "https://app.prolific.com/submissions/complete?cc=P1OUT"}
+        "screen_out_url": "https://app.prolific.com/submissions/complete?cc=P1OUT",
+        "screen_out_reward": None}
     assert "A practice step first: 3 attempt(s)" in made.output
     for refused, says in ((alone, "--practice-attempts applies to a practice step only"),
                           (no_code, "--practice needs --practice-screen-out-code")):

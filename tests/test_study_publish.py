@@ -19,10 +19,11 @@ from sqlalchemy import insert
 from study_support import CODE, NO_SLOTS, make_study
 
 from sotopia_ls.cli import main
+from sotopia_ls.errors import StudyError
 from sotopia_ls.study.payment.hourly import HourlyPay
 from sotopia_ls.study.payment.prolific import Prolific, ProlificUnavailable
 from sotopia_ls.study.payment.publish import publish_study
-from sotopia_ls.study.settings import Reward, read_study, write_study
+from sotopia_ls.study.settings import Reward, StudyFile, read_study, write_study
 from sotopia_ls.study.slots.leases import add_episodes
 from sotopia_ls.study.store import now, open_store, prolific_groups
 
@@ -37,7 +38,7 @@ def study_file(tmp_path: Path, episodes: int = 5, **fields: object) -> Path:
                        reward={"cents": 200, "currency": "GBP"}, **fields)
     add_episodes(open_store(study.database), study.name,
                  {task: {"text": f"episode {task}"} for task in range(1, episodes + 1)},
-                 study.raters_per_episode)
+                 study.raters_per_episode, third_rater_share=study.third_rater_share)
     return write_study(study, tmp_path / "study.json")
 
 
@@ -55,7 +56,9 @@ def test_a_dry_run_shows_the_draft_and_sends_nothing(tmp_path, prolific):
 
     assert result.exit_code == 0, result.output
     assert f"  link:    {GATEWAY}/s/pilot?{PLACEHOLDERS}" in result.output
-    assert "  places:  4, 10 min each, reward 200" in result.output  # 5 × 2 ÷ 3, rounded up
+    assert "  places:  4, 10 min each, reward 200" in result.output
+    assert ("           places 10 slots (5 episodes × k 2) ÷ 3 episodes a session, rounded up"
+            in result.output)
     assert f"  code:    {CODE} COMPLETED MANUALLY_REVIEW" in result.output
     assert f"  code:    {NO_SLOTS} OTHER MANUALLY_REVIEW" in result.output
     assert result.output.endswith("dry run: nothing was sent to Prolific (add --send to create "
@@ -115,6 +118,18 @@ def test_a_draft_whose_answer_was_lost_is_found_by_the_rerun_not_made_twice(tmp_
     assert len(prolific.sent("POST")) == 1  # the one whose answer was lost
 
 
+def test_places_count_the_third_raters_planned_and_leave_out_the_gold_positions(
+        tmp_path, prolific):
+    path = study_file(tmp_path, gold_share=0.25, third_rater_share=0.4)
+
+    result = publish(path, prolific, "--minutes", "10", "--send")
+
+    assert result.exit_code == 0, result.output
+    assert ("           places 12 slots (5 episodes × k 2 + 2 third rater(s)) ÷ 2.25 episodes "
+            "a session (m 3 less 25% gold), rounded up") in result.output
+    assert prolific.studies[0]["total_available_places"] == 6  # not 5 × 2 ÷ 3 = 4
+
+
 def test_a_main_study_is_filtered_on_its_qualification_round_s_group(tmp_path, prolific):
     path = study_file(tmp_path, requires_qualification="qual-round")
 
@@ -156,6 +171,54 @@ def test_a_qualification_round_s_codes_carry_the_screen_out_and_the_group(tmp_pa
         {"code": "SCR33N", "code_type": "FIXED_SCREENOUT",
          "actions": [{"action": "MANUALLY_REVIEW"}]}]
     assert prolific.studies[0]["total_available_places"] == 40
+
+
+def test_a_paid_screen_out_is_sent_with_its_reward_and_every_screen_out_code_is_sent(
+        tmp_path, prolific):
+    chosen = StudyFile.from_options(  # what `study init` makes of its options
+        name="qual-round", project=1, completion_code=CODE, is_qualification=True,
+        screen_out_code="SCR33N", screen_out_reward=0.4, reward=1.5, currency="GBP",
+        practice_references=tmp_path / "practice.csv", practice_screen_out_code="P1OUT",
+        database=f"sqlite:///{tmp_path / 'gateway.sqlite3'}")
+    path = write_study(chosen, tmp_path / "study.json")
+
+    dry = publish(path, prolific, "--minutes", "5", "--places", "30")
+    sent = publish(path, prolific, "--minutes", "5", "--places", "30", "--send")
+
+    assert chosen.qualification.screen_out_reward == 40
+    assert ("  code:    SCR33N FIXED_SCREENOUT FIXED_SCREEN_OUT_PAYMENT 40 to each, up to 30 "
+            "screen-outs") in dry.output
+    assert "  code:    P1OUT FIXED_SCREENOUT MANUALLY_REVIEW" in dry.output
+    assert sent.exit_code == 0, sent.output
+    assert prolific.studies[0]["completion_codes"][1:] == [
+        {"code": "SCR33N", "code_type": "FIXED_SCREENOUT", "actor": "participant",
+         "actions": [{"action": "FIXED_SCREEN_OUT_PAYMENT", "fixed_screen_out_reward": 40,
+                      "slots": 30}]},
+        {"code": "P1OUT", "code_type": "FIXED_SCREENOUT",
+         "actions": [{"action": "MANUALLY_REVIEW"}]}]
+
+
+def test_a_screen_out_reward_needs_a_reward_one_paid_code_and_prolific_s_minimum(tmp_path,
+                                                                               prolific):
+    options = {"name": "qual-round", "project": 1, "completion_code": CODE,
+               "is_qualification": True, "screen_out_code": "SCR33N",
+               "database": f"sqlite:///{tmp_path / 'gateway.sqlite3'}"}
+    with pytest.raises(StudyError, match="screen_out_reward is in hundredths of the reward's "
+                       "currency: give the reward too"):
+        StudyFile.from_options(**options, screen_out_reward=0.4)
+    with pytest.raises(StudyError, match="pays a fixed screen-out on one code only"):
+        StudyFile.from_options(**options, screen_out_reward=0.4, reward=1.5, currency="GBP",
+                               practice_references=tmp_path / "practice.csv",
+                               practice_screen_out_code="P1OUT",
+                               practice_screen_out_reward=0.2)
+    with pytest.raises(StudyError, match="--screen-out-reward: 0.405 has more than two"):
+        StudyFile.from_options(**options, screen_out_reward=0.405, reward=1.5, currency="GBP")
+    cheap = write_study(StudyFile.from_options(**options, screen_out_reward=0.05, reward=1.5,
+                                               currency="GBP"), tmp_path / "study.json")
+
+    warned = publish(cheap, prolific, "--minutes", "5", "--places", "30")
+
+    assert "⚠ a screen-out reward of £0.05 is under Prolific's minimum of £0.10" in warned.output
 
 
 def test_a_reward_under_prolific_s_minimum_is_warned_of(tmp_path, prolific):

@@ -325,7 +325,8 @@ def test_study_init_writes_a_qualification_round_and_a_main_study_that_requires_
     Path("gold.csv").write_text("pk,believability_1\n1,7\n")
 
     made = init(label_studio, project, tmp_path / "round.json", "--name", ROUND,
-                "--qualification", "--screen-out-code", "Q1OUT", "--gold-references", "gold.csv")
+                "--qualification", "--screen-out-code", "Q1OUT", "--gold-references", "gold.csv",
+                "--screen-out-reward", "0.40", "--reward", "1.50", "--currency", "GBP")
     main_made = init(label_studio, project, tmp_path / "main.json", "--name", "main",
                      "--requires-qualification", ROUND, "--gold-share", "0.2")
 
@@ -333,9 +334,11 @@ def test_study_init_writes_a_qualification_round_and_a_main_study_that_requires_
     written = json.loads((tmp_path / "round.json").read_text())
     assert written["qualification"] == {
         "max_distance": 2, "screen_out_code": "Q1OUT",
-        "screen_out_url": "https://app.prolific.com/submissions/complete?cc=Q1OUT"}
+        "screen_out_url": "https://app.prolific.com/submissions/complete?cc=Q1OUT",
+        "screen_out_reward": 40}
     assert written["gold_references"] == str(tmp_path / "gold.csv")
-    assert "Q1PASS and joins its allow-list" in made.output and "get Q1OUT" in made.output
+    assert "Q1PASS and joins its allow-list" in made.output
+    assert "get Q1OUT, paid £0.40 by Prolific." in made.output
     assert main_made.exit_code == 0, main_made.output
     written = json.loads((tmp_path / "main.json").read_text())
     assert (written["requires_qualification"], written["gold_share"]) == (ROUND, 0.2)
@@ -347,6 +350,7 @@ def test_study_init_writes_a_qualification_round_and_a_main_study_that_requires_
 @pytest.mark.parametrize("args, says", [
     (["--screen-out-code", "Q1OUT"], "--screen-out-code applies to a qualification round only"),
     (["--max-distance", "3"], "--max-distance applies to a qualification round only"),
+    (["--screen-out-reward", "0.40"], "--screen-out-reward applies to a qualification round"),
     (["--qualification"], "--qualification needs --screen-out-code"),
     (["--qualification", "--screen-out-code", "Q1OUT", "--gold-share", "0.2"],
      "a qualification round serves gold episodes only"),

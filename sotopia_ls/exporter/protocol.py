@@ -133,6 +133,17 @@ def _adaptive_prose(adaptive: Mapping[str, Any]) -> str:
             f"{adaptive['added_slots_rated']} of them rated.")
 
 
+def _bonus_prose(bonuses: Mapping[str, Any]) -> str:
+    currency = f" {bonuses['currency']}" if bonuses["currency"] else ""
+    given = (f"{counted(bonuses['submissions'], 'session')} got a bonus, "
+             f"{bonuses['total']:.2f}{currency} in all")
+    if bonuses["paid_submissions"] == bonuses["submissions"]:
+        return f"{given}, paid through Prolific."
+    return (f"{given}; {bonuses['paid_submissions']} of them ({bonuses['paid_total']:.2f}"
+            f"{currency}) paid through Prolific, the others recorded or set up there and not "
+            "paid yet.")
+
+
 def _study_prose(study: Mapping[str, Any]) -> list[str]:
     sessions, qualification = study["sessions"], study["qualification"]
     lines = [f"{counted(study['participants'], 'participant')} took part in "
@@ -176,6 +187,8 @@ def _study_prose(study: Mapping[str, Any]) -> list[str]:
     if any(decided.values()):
         lines.append("The review decided on sessions: " + ", ".join(
             f"{count} {_DECIDED[kind]}" for kind, count in decided.items()) + ".")
+    if (study.get("bonuses") or {}).get("submissions"):  # older records hold none
+        lines.append(_bonus_prose(study["bonuses"]))
     return lines
 
 

@@ -29,6 +29,9 @@ from .settings import (
     SECRET_ENV,
     STUDY_FILE,
     Currency,
+    Practice,
+    Qualification,
+    StudyFile,
     read_study,
 )
 
@@ -127,6 +130,11 @@ def study_command() -> None:
               "passing (required with --qualification).")
 @click.option("--screen-out-url", "screen_out_link",
               help="Where those participants go [default: Prolific's link with that code].")
+@click.option("--screen-out-reward", metavar="AMOUNT",
+              type=click.FloatRange(min=0, min_open=True),
+              help="What Prolific pays each participant given the screen-out code, e.g. 0.40 "
+              "(its fixed screen-out payment, in --currency; with --qualification): `study "
+              "publish` sends it. Without it, they are reviewed by hand.")
 @click.option("--max-distance", type=click.IntRange(0, 20),
               help="A participant passes the qualification round when every rating is within "
               f"this many points of the reference [default: {QUALIFYING_DISTANCE}, "
@@ -171,6 +179,10 @@ def study_command() -> None:
 @click.option("--practice-screen-out-code",
               help="Code for participants who fail every practice attempt (required with "
               "--practice).")
+@click.option("--practice-screen-out-reward", metavar="AMOUNT",
+              type=click.FloatRange(min=0, min_open=True),
+              help="What Prolific pays each participant given the practice's screen-out code "
+              "(as --screen-out-reward; with --practice).")
 @click.option("--reward", metavar="AMOUNT", type=click.FloatRange(min=0, min_open=True),
               help="Prolific's reward per submission (a visit), e.g. 2.50: `study status` and "
               "`study review` then give the pay per hour it comes to, warning under "
@@ -215,7 +227,7 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
         click.echo(f"A qualification round: whoever has every rating within "
                    f"{study.qualification.max_distance} of the reference gets "
                    f"{study.completion_code} and joins its allow-list; the others get "
-                   f"{study.qualification.screen_out_code}.")
+                   f"{study.qualification.screen_out_code}{_paid(study, study.qualification)}.")
     if study.third_rater_share:
         click.echo(f"{study.third_rater_share:.0%} of the episodes get a third rater.")
     if study.adaptive is not None:
@@ -225,7 +237,8 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
     if study.practice is not None:
         click.echo(f"A practice step first: {study.practice.attempts} attempt(s) to have every "
                    f"rating within {study.practice.max_distance} of the reference; who fails "
-                   f"them all gets {study.practice.screen_out_code}.")
+                   f"them all gets {study.practice.screen_out_code}"
+                   f"{_paid(study, study.practice)}.")
     if study.requires_qualification:
         click.echo(f"Admits only the allow-list of the qualification round "
                    f"{study.requires_qualification} (on the same database).")
@@ -235,6 +248,15 @@ def init_command(project: str, output: Path, force: bool, url: str | None, api_k
     if options["database"] is not None and study.database != options["database"]:
         click.echo(f"The database password was left out of {output}: give it to the gateway "
                    f"in {PASSWORD_PLACES}.")
+
+
+def _paid(study: StudyFile, part: Qualification | Practice) -> str:
+    """What Prolific pays for ``part``'s screen-out code, as ``study init`` says it."""
+    if not part.screen_out_reward or study.reward is None:
+        return ""
+    from .payment.hourly import money
+
+    return f", paid {money(part.screen_out_reward, study.reward.currency)} by Prolific"
 
 
 @study_command.command("serve")

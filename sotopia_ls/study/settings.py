@@ -123,6 +123,9 @@ class Qualification(BaseModel):
     screen_out_code: str = Field(pattern=_CODE, description=(
         "Prolific code for a participant who completes the round without passing."))
     screen_out_url: str = Field(description="Where such a participant goes.")
+    screen_out_reward: int | None = Field(None, ge=1, description=(
+        "What Prolific pays a participant given the screen-out code, in hundredths of the "
+        "reward's currency (its fixed screen-out payment); none: reviewed like a submission."))
 
     _address = field_validator("screen_out_url")(_web_address)
 
@@ -145,6 +148,9 @@ class Practice(BaseModel):
     screen_out_code: str = Field(pattern=_CODE, description=(
         "Prolific code for a participant who fails every attempt."))
     screen_out_url: str = Field(description="Where such a participant goes.")
+    screen_out_reward: int | None = Field(None, ge=1, description=(
+        "What Prolific pays a participant given the screen-out code, in hundredths of the "
+        "reward's currency (its fixed screen-out payment); none: reviewed like a submission."))
 
     _address = field_validator("screen_out_url")(_web_address)
 
@@ -274,6 +280,15 @@ class StudyFile(BaseModel):
         if self.third_rater_share and self.raters_per_episode >= THIRD:
             raise ValueError(f"third_rater_share does nothing when every episode has "
                              f"{self.raters_per_episode} raters (raters_per_episode)")
+        paid = [part for part in (self.qualification, self.practice)
+                if part is not None and part.screen_out_reward]
+        if paid and self.reward is None:
+            raise ValueError("a screen_out_reward is in hundredths of the reward's currency: "
+                             "give the reward too")
+        if len({part.screen_out_code for part in paid}) > 1:
+            raise ValueError("Prolific pays a fixed screen-out on one code only: give the "
+                             "practice and the qualification round one screen-out code, or "
+                             "one screen_out_reward")
         if self.adaptive is not None and self.adaptive.max_raters <= self.raters_per_episode:
             raise ValueError(f"adaptive.max_raters must be more than raters_per_episode "
                              f"({self.raters_per_episode}): it counts the added slots too")
@@ -291,14 +306,15 @@ class StudyFile(BaseModel):
         target_width: float | None = None, reward: float | None = None,
         currency: str | None = None, practice_references: Path | None = None,
         practice_attempts: int | None = None, practice_distance: int | None = None,
-        practice_screen_out_code: str | None = None, **fields: object,
+        practice_screen_out_code: str | None = None, screen_out_reward: float | None = None,
+        practice_screen_out_reward: float | None = None, **fields: object,
     ) -> StudyFile:
         """The study ``study init``'s options describe: Prolific's links for codes given
         without one, the default database (its password left out), the options of a
         qualification round or of adaptive raters checked; an option that does nothing in the
         combination given is one line naming it."""
         qualification = _qualification(is_qualification, screen_out_code, screen_out_link,
-                                       max_distance)
+                                       max_distance, screen_out_reward)
         adaptive = _adaptive(is_adaptive, disagreement_threshold, max_raters, target_width)
         if gold_references is not None and not (is_qualification or gold_share):
             raise StudyError("--gold-references needs --qualification or --gold-share: "
@@ -314,7 +330,7 @@ class StudyFile(BaseModel):
             gold_references=str(gold_references.resolve()) if gold_references else None,
             adaptive=adaptive, reward=_reward(reward, currency),
             practice=_practice(practice_references, practice_attempts, practice_distance,
-                               practice_screen_out_code), **fields)
+                               practice_screen_out_code, practice_screen_out_reward), **fields)
 
     @property
     def uses_gold(self) -> bool:
@@ -358,21 +374,28 @@ def _reward(amount: float | None, currency: str | None) -> Reward | None:
     if amount is None or currency is None:
         raise StudyError("--reward and --currency go together: the reward per submission and "
                          "its currency (your Prolific account's)")
+    return Reward(cents=_cents(amount, "--reward"), currency=currency)
+
+
+def _cents(amount: float, option: str) -> int:
+    """``amount`` of a currency in its hundredths; more than two decimals is refused."""
     cents = round(amount * 100)
     if abs(amount * 100 - cents) > 1e-6:
-        raise StudyError(f"--reward: {amount} has more than two decimals")
-    return Reward(cents=cents, currency=currency)
+        raise StudyError(f"{option}: {amount} has more than two decimals")
+    return cents
 
 
 def _qualification(is_qualification: bool, screen_out_code: str | None,
-                   screen_out_link: str | None, max_distance: int | None) -> dict | None:
+                   screen_out_link: str | None, max_distance: int | None,
+                   screen_out_reward: float | None) -> dict | None:
     """The study file's ``qualification`` from ``study init``'s options, or None for a study
     that is no qualification round; options of a round given without ``--qualification``, or
     a round without its screen-out code, are one line naming the option."""
     if not is_qualification:
         given = [option for option, value in (("--screen-out-code", screen_out_code),
                                               ("--screen-out-url", screen_out_link),
-                                              ("--max-distance", max_distance))
+                                              ("--max-distance", max_distance),
+                                              ("--screen-out-reward", screen_out_reward))
                  if value is not None]
         if given:
             raise StudyError(f"{given[0]} applies to a qualification round only: add "
@@ -382,18 +405,21 @@ def _qualification(is_qualification: bool, screen_out_code: str | None,
         raise StudyError("--qualification needs --screen-out-code: the code for participants "
                          "who complete the round without passing")
     rule = {} if max_distance is None else {"max_distance": max_distance}
+    if screen_out_reward is not None:
+        rule["screen_out_reward"] = _cents(screen_out_reward, "--screen-out-reward")
     return {"screen_out_code": screen_out_code,
             "screen_out_url": screen_out_link or completion_url(screen_out_code), **rule}
 
 
 def _practice(references: Path | None, attempts: int | None, max_distance: int | None,
-              screen_out_code: str | None) -> dict | None:
+              screen_out_code: str | None, screen_out_reward: float | None) -> dict | None:
     """The study file's ``practice`` from ``study init``'s options (None without
     ``--practice``); its options given without it, or it without its screen-out code, are one
     line naming the option."""
     options = (("--practice-attempts", "attempts", attempts),
                ("--practice-distance", "max_distance", max_distance),
-               ("--practice-screen-out-code", "screen_out_code", screen_out_code))
+               ("--practice-screen-out-code", "screen_out_code", screen_out_code),
+               ("--practice-screen-out-reward", "screen_out_reward", screen_out_reward))
     given = {field: value for _, field, value in options if value is not None}
     if references is None:
         if given:
@@ -403,6 +429,8 @@ def _practice(references: Path | None, attempts: int | None, max_distance: int |
     if screen_out_code is None:
         raise StudyError("--practice needs --practice-screen-out-code: the code for "
                          "participants who fail every practice attempt")
+    if screen_out_reward is not None:
+        given["screen_out_reward"] = _cents(screen_out_reward, "--practice-screen-out-reward")
     return {"references": str(references.resolve()),
             "screen_out_url": completion_url(screen_out_code), **given}
 

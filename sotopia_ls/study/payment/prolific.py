@@ -268,18 +268,23 @@ class Prolific:
                   event_type: str = SUBMISSION_EVENT) -> Subscription:
         """The workspace's subscription of ``target_url`` to ``event_type``: one made before
         is taken, else one is made (sent once) and confirmed with the ``X-Hook-Secret`` its
-        answer carries (that secret is not the one calls are signed with)."""
+        answer carries (that secret is not the one calls are signed with). The reference
+        answers the making with the list of subscriptions (``results``), its guide with the
+        one made: either is read (docs/gateway.md, "Prolific's API")."""
         action, subject = "subscribe", f"{target_url} to {event_type}"
-        listed = [_parsed(Subscription, item, f"{action} {subject}") for item in self._pages(
-            "hooks/subscriptions/?" + urlencode({"workspace_id": workspace_id}), subject, action)]
-        found = next((s for s in listed if (s.target_url, s.event_type, s.workspace_id)
-                      == (target_url, event_type, workspace_id)), None)
+        wanted = (target_url, event_type, workspace_id)
+        listed = {"results": list(self._pages("hooks/subscriptions/?" + urlencode(
+            {"workspace_id": workspace_id}), subject, action))}
+        found = _subscription(listed, wanted, f"{action} {subject}")
         if found is not None:
             return found
         answer = self._send("POST", "hooks/subscriptions/", subject, action,
                             {"event_type": event_type, "target_url": target_url,
                              "workspace_id": workspace_id}, once=True, whole=True)
-        made = _parsed(Subscription, _json(answer, f"{action} {subject}"), f"{action} {subject}")
+        made = _subscription(_json(answer, f"{action} {subject}"), wanted, f"{action} {subject}")
+        if made is None:
+            raise ProlificUnavailable(f"{action} {subject}: Prolific's answer holds no such "
+                                      "subscription")
         confirm = answer.headers.get(HOOK_CONFIRMATION_HEADER)
         if not confirm:
             raise ProlificUnavailable(f"{action} {subject}: Prolific's answer has no "
@@ -385,6 +390,16 @@ def _parsed(model: type[_Answer], document: Any, where: str) -> _Answer:
         place = ".".join(str(part) for part in error["loc"]) or "the answer"
         raise ProlificUnavailable(
             f"{where}: Prolific's answer is not as documented ({place}: {error['msg']})") from exc
+
+
+def _subscription(document: Any, wanted: tuple[str, str, str],
+                  where: str) -> Subscription | None:
+    """The subscription of ``wanted`` (target URL, event type, workspace) in ``document``:
+    a list of them (``results``) or one."""
+    listed = document["results"] if isinstance(document, dict) and isinstance(
+        document.get("results"), list) else [document]
+    return next((s for s in (_parsed(Subscription, item, where) for item in listed)
+                 if (s.target_url, s.event_type, s.workspace_id) == wanted), None)
 
 
 def _texts(detail: Any) -> list[str]:

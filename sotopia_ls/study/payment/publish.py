@@ -8,19 +8,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
 from ...errors import StudyError
 from ..settings import OnProlific, StudyFile, write_study
-from ..store import prolific_groups, slots
+from ..slots.leases import planned_slots
+from ..store import prolific_groups
 from .hourly import PROLIFIC_MINIMUM, HourlyPay, money
 from .prolific import Prolific
 
 # Prolific's filter admitting only the members of participant groups.
 GROUP_FILTER = "participant_group_allowlist"
+# How the dry run counts places given with --places.
+GIVEN = "as given (--places)"
+# The action by which Prolific pays a screen-out code a fixed reward itself, and the least it
+# takes (Prolific's custom screening, July 2025: README.md, "Publishing on Prolific").
+PAID_SCREEN_OUT = "FIXED_SCREEN_OUT_PAYMENT"
+SCREEN_OUT_MINIMUM = {"GBP": 10, "USD": 14}
 DESCRIPTION = ("Read short conversations between two characters and rate how each one behaved, "
                "with a sentence saying why, in a page of the study's own.")
 
@@ -39,6 +48,7 @@ class Publication:
     study_id: str | None  # None: a dry run
     made: bool  # False: found, recorded or in the project, so nothing was created
     warnings: list[str] = field(default_factory=list)
+    counted: str = GIVEN  # how the places were counted
 
     def lines(self) -> list[str]:
         body = self.body
@@ -47,7 +57,8 @@ class Publication:
                f"  link:    {body['external_study_url']}",
                f"  places:  {body['total_available_places']}, "
                f"{body['estimated_completion_time']} min each, reward "
-               f"{body['reward']} (hundredths of your account's currency)"]
+               f"{body['reward']} (hundredths of your account's currency)",
+               f"           places {self.counted}"]
         out += [f"  code:    {code['code']} {code['code_type']} "
                 + ", ".join(_action(action) for action in code["actions"])
                 for code in body["completion_codes"]]
@@ -64,7 +75,10 @@ class Publication:
         return out
 
 
-def _action(action: dict[str, str]) -> str:
+def _action(action: dict[str, Any]) -> str:
+    if action["action"] == PAID_SCREEN_OUT:
+        return (f"{PAID_SCREEN_OUT} {action['fixed_screen_out_reward']} to each, up to "
+                f"{action['slots']} screen-outs")
     group = action.get("participant_group")
     return action["action"] + (f" {group}" if group else "")
 
@@ -75,20 +89,29 @@ def _group_of(engine: Engine, qualification: str) -> str | None:
             prolific_groups.c.qualification == qualification)).scalar_one_or_none()
 
 
-def _codes(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
+def _codes(engine: Engine, study: StudyFile, places: int) -> list[dict[str, Any]]:
     """Every code the study file defines: a qualification round's passers join its
-    participant group by their code, once ``study pay`` made the group."""
-    review: list[dict[str, str]] = [{"action": "MANUALLY_REVIEW"}]
+    participant group by their code, once ``study pay`` made the group; a screen-out code
+    with its reward is paid by Prolific, up to ``places`` screen-outs."""
+    review: list[dict[str, Any]] = [{"action": "MANUALLY_REVIEW"}]
     group = _group_of(engine, study.name) if study.qualification else None
     joins = [{"action": "ADD_TO_PARTICIPANT_GROUP", "participant_group": group}] if group else []
-    codes = [{"code": study.completion_code, "code_type": "COMPLETED",
-              "actions": review + joins}]
-    if study.qualification is not None:
-        codes.append({"code": study.qualification.screen_out_code,
-                      "code_type": "FIXED_SCREENOUT", "actions": review})
+    codes = {study.completion_code: {"code": study.completion_code, "code_type": "COMPLETED",
+                                     "actions": review + joins}}
+    for part in (study.qualification, study.practice):
+        if part is not None and part.screen_out_reward:
+            codes[part.screen_out_code] = {
+                "code": part.screen_out_code, "code_type": "FIXED_SCREENOUT",
+                "actions": [{"action": PAID_SCREEN_OUT, "slots": places,
+                             "fixed_screen_out_reward": part.screen_out_reward}],
+                "actor": "participant"}
+        elif part is not None:
+            codes.setdefault(part.screen_out_code, {
+                "code": part.screen_out_code, "code_type": "FIXED_SCREENOUT", "actions": review})
     if study.no_slots_code is not None:
-        codes.append({"code": study.no_slots_code, "code_type": "OTHER", "actions": review})
-    return codes
+        codes[study.no_slots_code] = {"code": study.no_slots_code, "code_type": "OTHER",
+                                      "actions": review}
+    return list(codes.values())
 
 
 def _filters(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
@@ -104,21 +127,24 @@ def _filters(engine: Engine, study: StudyFile) -> list[dict[str, Any]]:
     return [{"filter_id": GROUP_FILTER, "selected_values": [group]}]
 
 
-def _places(engine: Engine, study: StudyFile, places: int | None) -> int:
-    """``places``, else episodes × k ÷ m, rounded up (a qualification round needs ``places``:
-    everyone rates the same gold episodes)."""
-    if places is not None:
-        return places
+def places_needed(engine: Engine, study: StudyFile) -> tuple[int, str]:
+    """The places the study's episodes need, and how they were counted: each episode's
+    planned slots (k, three where a third rater was planned) over the ordinary episodes a
+    session rates (m less its gold share), rounded up (README.md, "Publishing on Prolific")."""
     if study.qualification is not None:
         raise StudyError("a qualification round serves the same gold episodes to everyone: "
                          "give the number of places with --places N")
-    with engine.connect() as conn:
-        episodes = conn.execute(select(func.count(func.distinct(slots.c.task_id)))
-                                .where(slots.c.study == study.name)).scalar_one()
-    if not episodes:
+    planned = planned_slots(engine, study.name, study.raters_per_episode)
+    if not planned.episodes:
         raise StudyError(f"study {study.name} has no episodes in the gateway's database yet: "
                          "run `sotopia-ls study sync` first, or give --places N")
-    return math.ceil(episodes * study.raters_per_episode / study.episodes_per_participant)
+    m, share = study.episodes_per_participant, Fraction(str(study.gold_share))
+    thirds = f" + {planned.thirds} third rater(s)" if planned.thirds else ""
+    gold = f" (m {m} less {float(share):.0%} gold)" if share else ""
+    per = m * (1 - share)
+    return math.ceil(planned.slots / per), (
+        f"{planned.slots} slots ({planned.episodes} episodes × k {study.raters_per_episode}"
+        f"{thirds}) ÷ {float(per):g} episodes a session{gold}, rounded up")
 
 
 def estimated_minutes(minutes: int | None, pilot: HourlyPay | None) -> int:
@@ -132,7 +158,7 @@ def estimated_minutes(minutes: int | None, pilot: HourlyPay | None) -> int:
 
 
 def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: str,
-               minutes: int, places: int | None = None,
+               minutes: int, places: int,
                description: str = DESCRIPTION) -> dict[str, Any]:
     """The body of Prolific's ``POST studies/`` for ``study``."""
     if study.reward is None:
@@ -141,8 +167,8 @@ def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: 
     return {
         "name": study.title, "internal_name": internal_name(study), "description": description,
         "external_study_url": study_url, "prolific_id_option": "url_parameters",
-        "completion_codes": _codes(engine, study), "filters": _filters(engine, study),
-        "total_available_places": _places(engine, study, places),
+        "completion_codes": _codes(engine, study, places), "filters": _filters(engine, study),
+        "total_available_places": places,
         "estimated_completion_time": minutes, "reward": study.reward.cents,
         "project": project_id, "device_compatibility": ["desktop"],
     }
@@ -150,12 +176,20 @@ def draft_body(engine: Engine, study: StudyFile, *, study_url: str, project_id: 
 
 def _under_minimum(study: StudyFile, minutes: int) -> list[str]:
     reward = study.reward
-    if reward is None or reward.cents * 60 / minutes >= PROLIFIC_MINIMUM[reward.currency]:
+    if reward is None:
         return []
+    least = SCREEN_OUT_MINIMUM[reward.currency]
+    warnings = [f"a screen-out reward of {money(part.screen_out_reward, reward.currency)} is "
+                f"under Prolific's minimum of {money(least, reward.currency)}"
+                for part in (study.qualification, study.practice)
+                if part is not None and part.screen_out_reward
+                and part.screen_out_reward < least]
+    if reward.cents * 60 / minutes >= PROLIFIC_MINIMUM[reward.currency]:
+        return warnings
     least = math.ceil(PROLIFIC_MINIMUM[reward.currency] * minutes / 60)
     return [f"{money(reward.cents, reward.currency)} for {minutes} min is under Prolific's "
             f"minimum of {money(PROLIFIC_MINIMUM[reward.currency], reward.currency)} an hour: "
-            f"raise the reward to at least {money(least, reward.currency)}"]
+            f"raise the reward to at least {money(least, reward.currency)}", *warnings]
 
 
 def publish_study(engine: Engine, study: StudyFile, study_path: Path, *, study_url: str,
@@ -168,13 +202,17 @@ def publish_study(engine: Engine, study: StudyFile, study_path: Path, *, study_u
     of the same internal name in the project (a run that died after Prolific made it), is
     taken and nothing is created."""
     estimated = estimated_minutes(minutes, pilot)
+    counted = GIVEN
+    if places is None:
+        places, counted = places_needed(engine, study)
     body = draft_body(engine, study, study_url=study_url, project_id=project_id,
                       minutes=estimated, places=places)
-    warnings = _under_minimum(study, estimated)
+    shown = partial(Publication, study.name, body, warnings=_under_minimum(study, estimated),
+                    counted=counted)
     if study.prolific is not None:
-        return Publication(study.name, body, study.prolific.study_id, False, warnings)
+        return shown(study.prolific.study_id, False)
     if not send:
-        return Publication(study.name, body, None, False, warnings)
+        return shown(None, False)
     if prolific is None:
         raise StudyError("creating the study on Prolific needs its API token: set "
                          "PROLIFIC_TOKEN")
@@ -183,4 +221,4 @@ def publish_study(engine: Engine, study: StudyFile, study_path: Path, *, study_u
     draft = found or prolific.create_study(body)
     write_study(study.model_copy(update={"prolific": OnProlific(
         study_id=draft.id, project_id=project_id)}), study_path, overwrite=True)
-    return Publication(study.name, body, draft.id, found is None, warnings)
+    return shown(draft.id, found is None)

@@ -428,18 +428,27 @@ def write_review(engine: Engine, study: StudyFile, path: Path, force: bool = Fal
 def _check_unedited(path: Path, frame: pd.DataFrame) -> None:
     """Refuse ``path`` when a row of it holds other decisions than ``frame`` gives its
     submission: the researcher's edits, not recorded yet, would be lost."""
-    written = {row.submission: tuple(str(row[name]).strip() for name in EDITABLE)
-               for _, row in frame.iterrows()}
+    written = {row.submission: (*(str(row[name]).strip() for name in EDITABLE),
+                                _amount(row[BONUS])) for _, row in frame.iterrows()}
     try:
         records = list(_records(path))
     except StudyError as error:
         raise StudyError(f"{error}; not a review file to replace: give --force to replace "
                          "it") from None
     for line, row in records:
-        if written.get(row["submission"]) != tuple(row[name] for name in EDITABLE):
+        if written.get(row["submission"]) != (*(row[name] for name in EDITABLE),
+                                              _amount(row.get(BONUS, ""))):
             raise StudyError(f"{path}: line {line} holds decisions not recorded (an edited "
                              "review file?): record them with `study decide`, or give "
                              "--force to replace it")
+
+
+def _amount(cell: str) -> Decimal | str:
+    """A bonus cell as an amount, so ``0.5`` is ``0.50``; a cell that is none, as written."""
+    try:
+        return Decimal(cell)
+    except InvalidOperation:
+        return cell
 
 
 # --- reading the edited file back -----------------------------------------------------------

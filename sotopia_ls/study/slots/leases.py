@@ -626,6 +626,28 @@ def added_slots(engine: Engine, study: str, k: int) -> AddedSlots:
     return AddedSlots(opened, rated)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """The ordinary episodes a study has, how many of them a third rater was planned for, and
+    the slots they were given (k each, three for those): what places are counted from."""
+
+    episodes: int
+    thirds: int
+    slots: int
+
+
+def planned_slots(engine: Engine, study: str, k: int) -> Planned:
+    """The study's episodes and the slots they were given when added, not those adaptive
+    extra raters added since."""
+    with engine.connect() as conn:
+        episodes, planned = conn.execute(select(
+            func.count(func.distinct(slots.c.task_id)), func.count()).where(
+            slots.c.study == study, (slots.c.slot <= k) | _planned(study))).one()
+        thirds = conn.execute(select(func.count()).select_from(third_raters).where(
+            third_raters.c.study == study)).scalar_one()
+    return Planned(episodes, thirds, planned)
+
+
 def added_slot(engine: Engine, assignment_id: int) -> int | None:
     """The slot above k the assignment's rating settled on; None for one of the first k."""
     with engine.connect() as conn:
