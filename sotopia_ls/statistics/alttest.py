@@ -126,7 +126,8 @@ def alt_test(long: pd.DataFrame, model_scores: pd.DataFrame, epsilon: float = DE
             for panel in PANELS:
                 test = _test(_scoped(rows, agent, panel),
                              {column: _scoped(w, agent, panel) for column, w in wins.items()},
-                             epsilon, q, min_items, len(agents) - 1 if agent == ALL_AGENTS else 1)
+                             epsilon, q, min_items,
+                             max(len(agents) - 1, 1) if agent == ALL_AGENTS else 1)
                 table.append({JUDGE: judge, "agent": str(agent), "dimension": panel,
                               "measure": MEASURE, "epsilon": epsilon, "q": q, **test})
     return pd.DataFrame(table, columns=ALT_TEST_COLUMNS)
