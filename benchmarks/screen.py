@@ -32,14 +32,13 @@ from sotopia_ls.dimensions import (
     reasoning_name,
 )
 from sotopia_ls.episode import Episode
-from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.labelstudio.tasks import DIALOGUE, dialogue
 from sotopia_ls.study.process import gateway
 from sotopia_ls.study.settings import SECRET_ENV, StudyFile
 
-from . import load
+from . import load, servers
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -66,13 +65,11 @@ def chosen_episodes(count: int = 3) -> list[Episode]:
 def serving(participants: int, episodes: int = 3) -> Iterator[str]:
     """Label Studio and the gateway of a study in which each of ``participants`` rates every
     one of ``episodes`` episodes; the gateway's address."""
-    credentials = server.Credentials(username="bench@example.com", password=uuid.uuid4().hex,
-                                     api_key=uuid.uuid4().hex)
     shown = chosen_episodes(episodes)
     with tempfile.TemporaryDirectory(prefix="sotopia-screen-bench-") as folder:
         work = Path(folder)
-        with server.start(work / "label-studio", credentials) as running:
-            client = Client(base_url=running.url, api_key=credentials.api_key)
+        with servers.started(work / "label-studio") as (running, _):
+            client = Client(base_url=running.url, api_key=running.credentials.api_key)
             project = create_project(client, f"bench_screen_{uuid.uuid4().hex[:8]}",
                                      annotations_per_task=participants)
             push_episodes(client, project.id, shown, progress=False)
@@ -86,7 +83,7 @@ def serving(participants: int, episodes: int = 3) -> Iterator[str]:
             # The editor is whichever this run's code and environment serve: the benchmark
             # measures the page as it is, old editor or new.
             env = {**os.environ, "LABEL_STUDIO_URL": running.url,
-                   "LABEL_STUDIO_API_KEY": credentials.api_key,
+                   "LABEL_STUDIO_API_KEY": running.credentials.api_key,
                    SECRET_ENV: secrets.token_urlsafe(32)}
             with gateway(study_file, env) as running_gateway:
                 yield running_gateway.url

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from sotopia_ls.labelstudio import server
+from sotopia_ls.labelstudio import migrated, server
 from sotopia_ls.labelstudio.client import Client
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_SCRIPT = REPO / "scripts" / "postgres"
 DATABASES = ("sqlite", "postgresql")
+# The migrated databases, one per label-studio release, shared with the tests' servers.
+CACHE = REPO / "var" / "test-cache"
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -54,12 +56,27 @@ class Running:
 @contextmanager
 def label_studio(database: str = "sqlite") -> Iterator[Running]:
     """A fresh Label Studio whose data lives in a temp dir (and database)."""
+    with tempfile.TemporaryDirectory(prefix="sotopia-bench-") as data_dir, \
+            started(Path(data_dir), database) as (running, _):
+        yield Running(Client(base_url=running.url, api_key=running.credentials.api_key),
+                      running.process.pid)
+
+
+@contextmanager
+def started(data_dir: Path, database: str = "sqlite"
+            ) -> Iterator[tuple[server.LocalServer, dict[str, str]]]:
+    """Label Studio serving from ``data_dir`` on a copy of a migrated database (``migrated``)
+    and, on PostgreSQL, a cluster of its own; the cluster's settings ({} on SQLite)."""
     if database not in DATABASES:
         raise ValueError(f"database must be one of {', '.join(DATABASES)}, got {database!r}")
     credentials = server.Credentials(
         username="bench@example.com", password=uuid.uuid4().hex, api_key=uuid.uuid4().hex
     )
-    with tempfile.TemporaryDirectory(prefix="sotopia-bench-") as data_dir, ExitStack() as stack:
-        settings = stack.enter_context(postgres()) if database == "postgresql" else {}
-        running = stack.enter_context(server.start(Path(data_dir), credentials, extra_env=settings))
-        yield Running(Client(base_url=running.url, api_key=credentials.api_key), running.process.pid)
+    with ExitStack() as stack:
+        if database == "postgresql":
+            settings = stack.enter_context(postgres())
+            migrated.postgresql(settings, CACHE)
+        else:
+            settings = {}
+            migrated.sqlite(data_dir, CACHE)
+        yield stack.enter_context(server.start(data_dir, credentials, extra_env=settings)), settings

@@ -20,8 +20,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ import pandas as pd
 import psycopg
 
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name
-from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import Client, create_project, project_task_data
 from sotopia_ls.labelstudio.push import push_episodes
 from sotopia_ls.labelstudio.tasks import EPISODE_ID
@@ -296,18 +294,6 @@ async def _crowd(urls: list[str], name: str, people: list[Person], window: float
             await watching
 
 
-@contextmanager
-def _label_studio_on_postgres(work: Path) -> Iterator[tuple[server.LocalServer, dict[str, str]]]:
-    """A fresh Label Studio on a fresh PostgreSQL cluster; the cluster's settings."""
-    credentials = server.Credentials(username="bench@example.com", password=uuid.uuid4().hex,
-                                     api_key=uuid.uuid4().hex)
-    with ExitStack() as stack:
-        settings = stack.enter_context(servers.postgres())
-        running = stack.enter_context(server.start(work / "label-studio", credentials,
-                                                   extra_env=settings))
-        yield running, settings
-
-
 def _gateway_database(settings: dict[str, str]) -> str:
     """A database of its own for the gateway, in Label Studio's PostgreSQL cluster."""
     connection = dict(host=settings["POSTGRE_HOST"], port=int(settings["POSTGRE_PORT"]),
@@ -444,7 +430,7 @@ def measure_burst(participants: int = 200, *, window: float = 60.0, gateways: in
               else [Person.hurried()] * participants)
     with tempfile.TemporaryDirectory(prefix="sotopia-study-bench-") as folder:
         work = Path(folder)
-        with _label_studio_on_postgres(work) as (running, settings):
+        with servers.started(work / "label-studio", "postgresql") as (running, settings):
             client = Client(base_url=running.url, api_key=running.credentials.api_key)
             project = create_project(client, f"bench_study_{uuid.uuid4().hex[:8]}",
                                      annotations_per_task=raters)

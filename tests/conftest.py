@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from xdist.scheduler import LoadFileScheduling
 
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, rating_name, reasoning_name
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio import migrated as migrated_database
 from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import Client, episode_tasks
 from sotopia_ls.labelstudio.results import evaluation_results
@@ -98,29 +97,13 @@ def made_once(shared: Path) -> Iterator[None]:
         yield
 
 
-LABEL_STUDIO_DATABASE = "label_studio.sqlite3"
+# Label Studio's migrated databases (one per release), kept between runs.
+LABEL_STUDIO_CACHE = REPO / "var" / "test-cache"
 
 
 def migrated(data_dir: Path) -> Path:
-    """``data_dir`` holding a SQLite database Label Studio has already migrated: a copy of one
-    migrated once per label-studio release (``label-studio version`` migrates and exits), since
-    migrations are most of a fresh server's start. The first start on it still creates the
-    user and API token, as on an empty folder."""
-    template = REPO / "var" / "test-cache" / f"label-studio-{version('label-studio')}"
-    with made_once(template):
-        if not (template / LABEL_STUDIO_DATABASE).exists():
-            template.parent.mkdir(parents=True, exist_ok=True)
-            work = Path(tempfile.mkdtemp(dir=template.parent))
-            _run([str(Path(sys.executable).parent / "label-studio"), "version"],
-                 env={**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(work), "SENTRY_DSN": "",
-                      "COLLECT_ANALYTICS": "0"})
-            template.mkdir(exist_ok=True)
-            (work / LABEL_STUDIO_DATABASE).rename(template / LABEL_STUDIO_DATABASE)
-            shutil.rmtree(work)
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    shutil.copyfile(template / LABEL_STUDIO_DATABASE, data_dir / LABEL_STUDIO_DATABASE)
-    return data_dir
-
+    """``data_dir`` holding a copy of a SQLite database Label Studio has already migrated."""
+    return migrated_database.sqlite(data_dir, LABEL_STUDIO_CACHE)
 
 
 @pytest.fixture(scope="session")

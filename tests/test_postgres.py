@@ -1,7 +1,8 @@
 """A lab that outgrows SQLite runs Label Studio on PostgreSQL, and nothing else changes.
 
 ``scripts/postgres`` installs Debian's PostgreSQL when it is missing and starts a cluster of
-its own on 127.0.0.1; Label Studio is started on it with the settings it documents
+its own on 127.0.0.1; Label Studio is started on it (its tables restored from a dump of one
+migrated once per release) with the settings it documents
 (``DJANGO_DB=default`` and ``POSTGRE_*``). Then the whole path runs against that server: the
 sample episodes are imported (twice: the rerun adds nothing), two annotators rate tasks through
 the SDK, and the exporter gets every score back. The rows are counted in PostgreSQL itself,
@@ -23,12 +24,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import invoke, results_of
+from conftest import LABEL_STUDIO_CACHE, invoke, results_of
 from study_support import Participant, answers, gateway_env, make_study, study_project
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.exporter import export_project
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio import migrated as migrated_database
 from sotopia_ls.labelstudio import server
 from sotopia_ls.labelstudio.client import Client, create_project
 from sotopia_ls.labelstudio.push import push_episodes
@@ -94,6 +96,7 @@ def on_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnPostgres
             username="pg-tester@example.com", password="test-password-1", api_key=uuid.uuid4().hex
         )
         data_dir = tmp_path_factory.mktemp("label-studio-postgres")
+        migrated_database.postgresql(settings, LABEL_STUDIO_CACHE)
         with server.start(data_dir, credentials, extra_env=settings) as running:
             client = Client(base_url=running.url, api_key=credentials.api_key)
             yield OnPostgres(client, settings, running)

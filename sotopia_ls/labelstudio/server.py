@@ -166,6 +166,19 @@ def free_port(host: str = DEFAULT_HOST) -> int:
         return sock.getsockname()[1]
 
 
+def label_studio_command() -> str:
+    """The ``label-studio`` command; the one installed beside this interpreter wins, so a venv
+    works without activation."""
+    beside = Path(sys.executable).parent / "label-studio"
+    executable = str(beside) if beside.exists() else shutil.which("label-studio")
+    if executable is None:
+        raise LabelStudioError(
+            "the label-studio command is not installed; install it with "
+            "pip install 'sotopia-label-studio[server]'"
+        )
+    return executable
+
+
 def start(
     data_dir: Path,
     credentials: Credentials,
@@ -185,14 +198,7 @@ def start(
     the label stream stays reserved for them (Label Studio's default: a day). The data folder
     is made private to the user: Label Studio keeps the API token in plain text there.
     """
-    # The command installed beside this interpreter wins, so a venv works without activation.
-    beside = Path(sys.executable).parent / "label-studio"
-    executable = str(beside) if beside.exists() else shutil.which("label-studio")
-    if executable is None:
-        raise LabelStudioError(
-            "the label-studio command is not installed; install it with "
-            "pip install 'sotopia-label-studio[server]'"
-        )
+    executable = label_studio_command()
     port = port or free_port(host)
     if port_in_use(host, port):
         # Whatever answers there would be sent the key: never talk to a server we did not start.
