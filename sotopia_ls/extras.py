@@ -8,9 +8,13 @@ pyproject.toml cannot say, a library installed without its dependencies (``NO_DE
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
 
 import click
 from packaging.requirements import Requirement
@@ -77,6 +81,17 @@ def extra_modules(extra: str, *, included: bool = True) -> list[str]:
                if canonicalize_name(requirement.name) != DISTRIBUTION]
     later = [library.module for name in extras for library in NO_DEPS.get(name, ())]
     return list(dict.fromkeys([*modules, *later]))
+
+
+def installer(python: Path) -> list[str]:
+    """The command that installs requirements into the environment of ``python``: uv's where
+    uv is beside this interpreter (scripts/setup puts it there) or on PATH, as it takes seconds
+    where pip takes minutes; else that environment's pip."""
+    uv = shutil.which("uv", path=os.pathsep.join([sysconfig.get_path("scripts"),
+                                                 os.environ.get("PATH", "")]))
+    if uv:
+        return [uv, "pip", "install", "--quiet", "--python", str(python)]
+    return [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
 
 
 def install_commands(extra: str, missing: list[str]) -> list[str]:

@@ -19,6 +19,7 @@ import pytest
 
 from study_support import EDITOR, one_rating_served, study_project
 from sotopia_ls.config import labeling_config
+from sotopia_ls.extras import installer
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
 from sotopia_ls.study.serving.editor import EDITOR_DIR_ENV, RELEASE_FILE
@@ -65,13 +66,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def environment(root: Path, requirement: str) -> Path:
     """The ``bin`` folder of a new environment in ``root`` holding only ``requirement`` and
-    its dependencies (pip's own index settings apply)."""
+    its dependencies, installed by uv where the suite has it (scripts/setup), else pip."""
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    subprocess.run(
-        [str(root / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         "--disable-pip-version-check", requirement],
-        check=True,
-    )
+    subprocess.run([*installer(root / "bin" / "python"), requirement], check=True)
     return root / "bin"
 
 
@@ -141,7 +138,7 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
 def test_a_gateway_installed_with_the_study_extra_alone_serves_without_irrcac(
         wheel: Path, ls_client: Client, label_studio: LocalServer, project_title: str,
         tmp_path: Path):
-    """pip installs ``[study]``; irrCAC, which goes in after it by hand, is left out."""
+    """``[study]`` is installed; irrCAC, which goes in after it by hand, is left out."""
     installed = environment(tmp_path / "venv", f"{wheel}[study]")
     python = installed / "python"
     found = subprocess.run([str(python), "-c", "import importlib.util as u; "

@@ -31,7 +31,7 @@ from ..labelstudio.client import (
 )
 from ..labelstudio.tasks import stored_judges
 from ..errors import SotopiaLSError, keep_secret
-from ..extras import DISTRIBUTION, requirements
+from ..extras import DISTRIBUTION, installer, requirements
 from ..options import server_options
 from . import AUTH_ENV, PROVIDERS, is_loopback, open_host_refusal
 
@@ -96,9 +96,9 @@ def ensure_ml_environment(venv: Path = ML_ENV, *, update: bool = False) -> Path:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     if update or unmet_requirements(python):
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, *ml_requirements()], check=True)
-        subprocess.run([*pip, "--no-deps", LABEL_STUDIO_ML, *package_source()], check=True)
+        install = installer(python)
+        subprocess.run([*install, *ml_requirements()], check=True)
+        subprocess.run([*install, "--no-deps", LABEL_STUDIO_ML, *package_source()], check=True)
     return python
 
 
