@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 import click
@@ -30,7 +32,6 @@ from .errors import InvalidInput, redacted
 from .evaluate import WRITE_BATCH, evaluate_project
 from .extras import require_extra
 from .folders import replaced_folder, write_file
-from .exporter.commands import export_command, plan_command, report_command
 from .importer import FORMATS, LoadResult, load_episodes
 from .importer.load import parse_agent_models, with_agent_models
 from .judge import MAX_REASONING_CHARS, LLMJudge
@@ -44,15 +45,39 @@ from .labelstudio.push import (
     write_tasks,
 )
 from .ml_backend import is_loopback
-from .ml_backend.commands import connect_command, ml_backend_command
 from .options import chat_endpoint, endpoint_options, failures_as_messages, server_options
 from .scores import DISAGREEMENT_THRESHOLD
-from .study.commands import study_command
 
 DEFAULT_TITLE = "Sotopia human evaluation"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands kept in other modules are imported only when one runs or help
+    lists them (click's lazy-loading pattern): ``study serve`` then never imports the export's
+    libraries. ``lazy`` maps a command's name to ``module:attribute``."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.lazy:
+            return super().get_command(ctx, name)
+        module, attribute = self.lazy[name].split(":")
+        return getattr(importlib.import_module(module, __package__), attribute)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, lazy={
+    "export": ".exporter.commands:export_command",
+    "report": ".exporter.commands:report_command",
+    "plan": ".exporter.commands:plan_command",
+    "ml-backend": ".ml_backend.commands:ml_backend_command",
+    "connect": ".ml_backend.commands:connect_command",
+    "study": ".study.commands:study_command",
+})
 @click.version_option(package_name="sotopia-label-studio")
 def main() -> None:
     """Human evaluation of Sotopia episodes in Label Studio.
@@ -557,10 +582,3 @@ def adjudicate_command(url: str | None, api_key: str | None, project: str, thres
         click.echo(f"rated again since sent (their adjudication tasks show the ratings as "
                    f"sent): {', '.join(report.changed)}")
 
-
-main.add_command(export_command)
-main.add_command(report_command)
-main.add_command(plan_command)
-main.add_command(ml_backend_command)
-main.add_command(connect_command)
-main.add_command(study_command)

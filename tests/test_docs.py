@@ -22,7 +22,8 @@ OUTSIDE = ("../", "parents[2]", "REPO.parent", ".parent.parent")
 def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
     """Every command by the words that call it, the commands of groups included."""
     found: dict[str, click.Command] = {}
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):  # `main` loads its lazy commands when asked
+        command = group.get_command(None, name)
         found[prefix + name] = command
         if isinstance(command, click.Group):
             found |= _commands(command, f"{prefix}{name} ")

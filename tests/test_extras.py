@@ -36,7 +36,8 @@ from click.testing import CliRunner
 from sotopia_ls.cli import main
 
 def calls(group, words):
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):
+        command = group.get_command(None, name)
         yield [*words, name]
         if hasattr(command, "commands"):
             yield from calls(command, [*words, name])

@@ -1,7 +1,8 @@
 """The gateway as `sotopia-ls study serve` runs it (uvicorn, its own process) where it meets the
 public: uvicorn's own refusals carry the security headers, a participant's Label Studio user is
-made with their first saved rating (never by an arrival), the session key must be random, and a
-PostgreSQL password comes from the environment, never from the study file.
+made with their first saved rating (never by an arrival), the session key must be random, a
+PostgreSQL password comes from the environment, never from the study file, and the process loads
+none of the export's libraries.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import base64
 import secrets
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from study_support import (
     Participant,
@@ -30,12 +32,33 @@ from test_postgres import database_settings, start_postgres
 from sotopia_ls.errors import StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.study.process import SOTOPIA_LS, GatewayProcess, gateway
+from sotopia_ls.study.process import SOTOPIA_LS, GatewayProcess, gateway, start_gateway
 from sotopia_ls.study.serving.security import SECURITY_HEADERS
 from sotopia_ls.study.settings import SECRET_ENV, check_secret
 from sotopia_ls.study.store import assignments, open_store, participants
 
 POSTGRES = Path(__file__).resolve().parents[1] / "scripts" / "postgres"
+
+
+# The libraries of the export, the report and the dashboard's worker process, and the cloud
+# storage clients the SDK's export helpers bring: none is the gateway's, and each would cost
+# every gateway's start. uvicorn is watched too, to show the watch sees the serving imports.
+WATCHED = ("pandas", "scipy", "pyarrow", "matplotlib", "boto3", "jsf", "uvicorn")
+# `sotopia-ls` as its script runs it, writing to its log each watched library it imports, when
+# it imports it: Python's "import" audit event, which a check that one is installed does not
+# raise (a spawned worker process does not run this).
+WATCHING = f"""
+import sys
+
+def watch(event, args):
+    if event == "import" and args[0] in {WATCHED!r}:
+        print("imported", args[0], file=sys.stderr, flush=True)
+
+sys.addaudithook(watch)
+sys.argv[0] = "sotopia-ls"
+from sotopia_ls.__main__ import run
+run()
+"""
 
 
 @dataclass
@@ -48,7 +71,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(ls_client: Client, label_studio: LocalServer,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A study of three episodes, k = 2, its gateway a `study serve` process."""
+    """A study of three episodes, k = 2, its gateway a `study serve` process (``WATCHING``)."""
     tmp = tmp_path_factory.mktemp("served")
     project = study_project(ls_client, f"test_served_{prolific_id()[:8]}", episodes=3)
     study = make_study(tmp, project)
@@ -56,8 +79,11 @@ def served(ls_client: Client, label_studio: LocalServer,
     study_file.write_text(study.model_dump_json())
     # A 128-bit key as `openssl rand -hex 16` makes it: the least `study serve` starts with.
     env = gateway_env(label_studio.url, label_studio.credentials.api_key, secrets.token_hex(16))
-    with gateway(study_file, env) as running:
+    running = start_gateway(study_file, env, program=(sys.executable, "-c", WATCHING))
+    try:
         yield Served(running, open_store(study.database), ls_client)
+    finally:
+        running.stop()
 
 
 def raw_exchange(url: str, request: bytes) -> tuple[int, dict[str, str], str]:
@@ -128,6 +154,20 @@ def test_arrivals_make_no_label_studio_user_and_a_first_rating_makes_exactly_one
     assert served.client.annotations.get(id=saved.ls_annotation_id).completed_by == made[0]
     for someone in [*lookers, rater]:
         someone.close()
+
+
+@pytest.mark.server
+def test_serving_a_rating_loads_none_of_the_export_s_libraries(served):
+    with served.engine.connect() as conn:
+        saved = conn.execute(select(func.count()).where(assignments.c.state == "saved")).scalar()
+    rater = Participant.of(served.running.url)
+    rater.begin()
+    assert rater.rate(2).status_code == 200
+    wait_until_saved(served.engine, saved + 1)
+    rater.close()
+
+    log = served.running.log.read_text(encoding="utf-8").splitlines()
+    assert [line for line in log if line.startswith("imported ")] == ["imported uvicorn"]
 
 
 # --- the session key ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import (
     BODY_STYLE,
@@ -27,7 +27,9 @@ from ..dimensions import AGENTS, DIMENSION_KEYS, DIMENSIONS, Dimension
 from ..folders import write_file
 from ..labelstudio.tasks import DIALOGUE, agent_field
 from ..scores import scores_disagree
-from .disputes import EpisodeRatings
+
+if TYPE_CHECKING:  # disputes imports pandas, which writing the config does not need
+    from .disputes import EpisodeRatings
 
 # The file the repository holds at its top level, beside labeling_config.xml, for reading;
 # a test keeps it current.

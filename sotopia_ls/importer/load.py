@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..episode import Episode
 from ..errors import InvalidInput, Problem, SotopiaLSError
 from .formats import FORMATS, Format, Grouping, detect_format, format_named, readers_of
 from .records import RecordError, record_id
 from .sources import Raw, files_in, label_records, read_file
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -196,6 +197,8 @@ def _dataframe_rows(df: pd.DataFrame) -> Iterator[Raw]:
 
 
 def _missing(value: Any) -> bool:
+    import pandas as pd  # loaded already: the caller handed over a DataFrame
+
     return pd.api.types.is_scalar(value) and bool(pd.isna(value))
 
 

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from .records import RecordError, unreadable_json
 
 Raw = tuple[str, Mapping[str, Any] | RecordError]
@@ -84,6 +82,8 @@ def read_jsonl(path: Path) -> Iterator[Raw]:
 
 def read_csv(path: Path) -> Iterator[Raw]:
     """Streamed in chunks of ``CSV_CHUNK_ROWS`` rows; every cell is read as text."""
+    import pandas as pd  # only CSVs need it: the command line starts without it
+
     row = 1
     try:
         chunks = pd.read_csv(

@@ -16,12 +16,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import httpx
 import orjson
-from label_studio_sdk import LabelStudio
+from label_studio_sdk._extensions.pager_ext import SyncPagerExt
+from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
+from label_studio_sdk.projects.client import ProjectsClient
+from label_studio_sdk.tasks.client_ext import TasksClientExt
 
 from ..config import check_labeling_config, instructions_html, labeling_config
 from ..errors import (
@@ -35,9 +39,26 @@ from ..errors import (
 from .server import demo_login
 from .tasks import EPISODE_ID
 
-# The SDK's client under the boundary's name: ``connect`` makes one, and a test may make one
-# directly (``Client(base_url=…, api_key=…)``) for a server it knows to be there.
-Client = LabelStudio
+
+class Client(LabelStudioBase):
+    """The SDK's ``LabelStudio`` client as the package uses it: its task and project lists,
+    which read every field and end at the server's 404 past the last page. Built on the SDK's
+    base client since ``LabelStudio`` also imports its labeling-config and pandas export helpers
+    (boto3, jsf, pandas: a second of CPU at each process start). ``connect`` makes one; a test
+    may make one directly (``Client(base_url=…, api_key=…)``) for a server it knows is there."""
+
+    @cached_property
+    def tasks(self) -> TasksClientExt:
+        return TasksClientExt(client_wrapper=self._client_wrapper)
+
+    @cached_property
+    def projects(self) -> _Projects:
+        return _Projects(client_wrapper=self._client_wrapper)
+
+
+class _Projects(ProjectsClient):
+    def list(self, **kwargs: Any) -> SyncPagerExt[Any]:
+        return SyncPagerExt.from_sync_pager(super().list(**kwargs))
 
 # Enough tasks per page that listing a 10,000-task project takes a handful of requests.
 _PAGE_SIZE = 1000

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-import numpy as np
 from pydantic import Field
 from sqlalchemy import Column, Connection, Engine, func, insert, select
 
@@ -38,6 +37,8 @@ def quartiles(seconds: Sequence[float]) -> Quartiles | None:
     """The quartiles of ``seconds``, in minutes; None for none."""
     if not seconds:
         return None
+    import numpy as np  # here, not at the gateway's start: only the dashboard asks
+
     low, median, high = np.percentile(np.array(seconds) / 60, [25, 50, 75])
     return Quartiles(float(low), float(median), float(high), len(seconds))
 
