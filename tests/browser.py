@@ -10,27 +10,48 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from sotopia_ls.config import rating_class
 from sotopia_ls.labelstudio.server import LocalServer
 
 CHROMIUM = Path("/usr/bin/chromium")
+# Playwright itself turns off what no test looks at (background networking, extensions, sync,
+# component updates, default apps...); a --disable-features here would replace its own list.
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 VIEWPORT = {"width": 1440, "height": 1000}
 LOADED = "text=Your evaluation"
 
 
 @contextmanager
-def chromium_page() -> Iterator[Page]:
+def launched_chromium() -> Iterator[Browser]:
+    """The one place a test starts Chromium. While it runs, Playwright's sync API marks an
+    asyncio loop as running, so a test file that calls ``asyncio.run`` after its browser
+    tests starts one per test (``chromium_page``) rather than using the ``browser`` fixture."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True
         )
         try:
-            yield browser.new_page(viewport=VIEWPORT)
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def fresh_page(browser: Browser, **options: object) -> Iterator[Page]:
+    """A page in a context of its own: its own cookies and storage, as another person's."""
+    context = browser.new_context(**{"viewport": VIEWPORT, **options})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@contextmanager
+def chromium_page() -> Iterator[Page]:
+    with launched_chromium() as browser, fresh_page(browser) as page:
+        yield page
 
 
 def log_in(page: Page, server: LocalServer) -> None:

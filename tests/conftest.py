@@ -23,8 +23,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from browser import CHROMIUM, fresh_page, launched_chromium, log_in
 from click.testing import CliRunner, Result
 from filelock import FileLock
+from playwright.sync_api import Browser, StorageState
 from prolific_stand_in import StandIn, serving
 from xdist.scheduler import LoadFileScheduling
 
@@ -136,6 +138,24 @@ def ml_python() -> Path:
     """The pre-annotation backend's environment, made from the ml extra on first use."""
     with made_once(ML_ENV):
         return ensure_ml_environment(ML_ENV)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a test file; each test opens contexts of its own in it."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"Chromium is not installed at {CHROMIUM}")
+    with launched_chromium() as launched:
+        yield launched
+
+
+@pytest.fixture(scope="module")
+def logged_in(browser: Browser, label_studio: server.LocalServer) -> StorageState:
+    """The cookies of one login through Label Studio's login page, for the contexts of a
+    test file's tests (each its own) that need no session of their own."""
+    with fresh_page(browser) as page:
+        log_in(page, label_studio)
+        return page.context.storage_state()
 
 
 @pytest.fixture

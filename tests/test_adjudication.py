@@ -402,8 +402,8 @@ def test_a_rerun_names_the_episodes_rated_again_since_they_were_sent(label_studi
 @pytest.mark.browser
 @pytest.mark.server
 def test_the_adjudicator_sees_both_rationales_and_is_asked_only_about_the_dispute(
-        label_studio, ls_client, study, tmp_path):
-    from browser import chromium_page, log_in
+        label_studio, ls_client, browser, logged_in, study, tmp_path):
+    from browser import fresh_page
     from playwright.sync_api import expect
     from test_browser import wait_for_annotations
 
@@ -411,8 +411,7 @@ def test_the_adjudicator_sees_both_rationales_and_is_asked_only_about_the_disput
     into = f"{study['project'].title} adjudication"
     (adjudication,) = [p for p in ls_client.projects.list(title=into) if p.title == into]
     (task,) = task_records(ls_client, adjudication.id)
-    with chromium_page() as page:
-        log_in(page, label_studio)
+    with fresh_page(browser, storage_state=logged_in) as page:
         page.goto(f"{label_studio.url}/projects/{adjudication.id}/data?task={task.id}")
         disputed = page.locator(f".{block_class(GOAL, 1)}")
         disputed.wait_for(timeout=60_000)

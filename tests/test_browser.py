@@ -21,10 +21,9 @@ from playwright.sync_api import Page, expect
 from browser import (
     CHROMIUM,
     checked_ratings,
-    chromium_page,
     editor,
+    fresh_page,
     in_view,
-    log_in,
     open_stream,
     open_task,
     rate,
@@ -100,9 +99,8 @@ def stream_project(ls_client, episode) -> int:
 
 
 @pytest.fixture
-def page(label_studio) -> Iterator[Page]:
-    with chromium_page() as page:
-        log_in(page, label_studio)
+def page(browser, logged_in) -> Iterator[Page]:
+    with fresh_page(browser, storage_state=logged_in) as page:
         yield page
 
 

@@ -16,7 +16,8 @@ import sys
 import pandas as pd
 import pytest
 
-from browser import CHROMIUM, chromium_page, log_in, open_task, rate, submit
+from browser import CHROMIUM, fresh_page, open_task, rate, submit
+from test_browser import wait_for_annotations
 from sotopia_ls.dimensions import RUBRIC
 from sotopia_ls.labelstudio.client import find_project
 from sotopia_ls.samples import EPISODELOG
@@ -46,7 +47,7 @@ def rubric_with(added: dict | None = None, removed: str | None = None) -> dict:
 @pytest.mark.parametrize(("added", "removed"), [(HUMOR, None), (None, "knowledge")],
                          ids=["a dimension added", "a dimension removed"])
 def test_a_project_runs_end_to_end_on_an_edited_rubric(
-    added, removed, label_studio, ls_client, project_title, tmp_path
+    added, removed, label_studio, ls_client, browser, logged_in, project_title, tmp_path
 ):
     rubric = rubric_with(added, removed)
     keys = [d["key"] for d in rubric["dimensions"]]
@@ -76,15 +77,14 @@ def test_a_project_runs_end_to_end_on_an_edited_rubric(
     stored = task.meta["sotopia_evaluation"]["agents"][0]
     assert ("humor" in stored and stored["humor"] is None) if added else "knowledge" not in stored
 
-    with chromium_page() as page:
-        log_in(page, label_studio)
+    with fresh_page(browser, storage_state=logged_in) as page:
         open_task(page, label_studio, project.id, task.id)
         for dimension in rubric["dimensions"]:
             for agent in (1, 2):
                 rate(page, dimension["key"], agent, dimension["range_high"],
                      f"{dimension['label']} for agent {agent}")
         submit(page)
-        page.wait_for_timeout(1500)
+        assert wait_for_annotations(ls_client, task.id)
 
     sotopia_ls("export", "--project", str(project.id), "-o", "results")
     long = pd.read_csv(tmp_path / "results" / "scores_long.csv")

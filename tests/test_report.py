@@ -153,12 +153,10 @@ def test_annotator_names_are_shown_as_text_never_as_markup(study, tmp_path):
 
 
 @pytest.mark.browser
-def test_the_report_opens_in_chromium_with_every_plot_drawn(page, tmp_path):
-    from browser import CHROMIUM, chromium_page
+def test_the_report_opens_in_chromium_with_every_plot_drawn(page, browser, tmp_path):
+    from browser import fresh_page
 
-    if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is not installed")
-    with chromium_page() as browser_page:
+    with fresh_page(browser) as browser_page:
         browser_page.goto(page.as_uri())
         drawn = browser_page.locator("img").evaluate_all(
             "images => images.map(image => image.complete && image.naturalWidth > 0)"
@@ -218,27 +216,21 @@ def full_page(study, tmp_path_factory) -> Path:
 
 
 @pytest.mark.browser
-def test_every_table_fits_a_window_1440_pixels_wide(full_page):
+def test_every_table_fits_a_window_1440_pixels_wide(full_page, browser):
     """No table, plot or line runs past a 1440×900 window or needs a scroll bar of its own:
     long names wrap at their underscores and an interval goes below its estimate."""
-    from playwright.sync_api import sync_playwright
+    from browser import fresh_page
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                             args=["--no-sandbox"])
-        try:
-            window = browser.new_page(viewport={"width": 1440, "height": 900})
-            window.goto(full_page.as_uri())
-            # All but the empty audit; each agent model's scores has two.
-            assert window.locator("table").count() == 14
-            assert window.evaluate("document.documentElement.scrollWidth") <= 1440
-            too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
-                .filter(e => e.getBoundingClientRect().right > 1440
-                             || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
-                .map(e => e.tagName + " " + Math.round(e.getBoundingClientRect().width)
-                          + " in " + e.closest("section")?.querySelector("h2")?.textContent)""")
-        finally:
-            browser.close()
+    with fresh_page(browser, viewport={"width": 1440, "height": 900}) as window:
+        window.goto(full_page.as_uri())
+        # All but the empty audit; each agent model's scores has two.
+        assert window.locator("table").count() == 14
+        assert window.evaluate("document.documentElement.scrollWidth") <= 1440
+        too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
+            .filter(e => e.getBoundingClientRect().right > 1440
+                         || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
+            .map(e => e.tagName + " " + Math.round(e.getBoundingClientRect().width)
+                      + " in " + e.closest("section")?.querySelector("h2")?.textContent)""")
     assert too_wide == []
 
 

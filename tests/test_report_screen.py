@@ -38,27 +38,21 @@ def pilot(sample_data) -> Report:
 
 @pytest.mark.browser
 def test_the_pilot_report_fits_a_1440_pixel_screen_and_warns_of_its_few_episodes(
-        pilot, tmp_path):
-    from playwright.sync_api import sync_playwright
+        pilot, browser, tmp_path):
+    from browser import fresh_page
 
     page = pilot.write(tmp_path / "report")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
-                                             args=["--no-sandbox"])
-        try:
-            window = browser.new_page(viewport=WINDOW)
-            window.goto(page.as_uri())
-            window.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-            too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
-                .filter(e => e.getBoundingClientRect().right > 1440
-                             || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
-                .map(e => e.tagName + " " + e.scrollWidth + " in " + e.clientWidth + " px, "
-                          + e.closest("section")?.querySelector("h2")?.textContent)""")
-            plots = window.evaluate("""() => [...document.querySelectorAll(".grid img")]
-                .map(i => i.getBoundingClientRect().toJSON())""")
-            warning = window.locator(".flag", has_text="Only 5 episodes").first.inner_text()
-        finally:
-            browser.close()
+    with fresh_page(browser, viewport=WINDOW) as window:
+        window.goto(page.as_uri())
+        window.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        too_wide = window.evaluate("""() => [...document.querySelectorAll("body *")]
+            .filter(e => e.getBoundingClientRect().right > 1440
+                         || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
+            .map(e => e.tagName + " " + e.scrollWidth + " in " + e.clientWidth + " px, "
+                      + e.closest("section")?.querySelector("h2")?.textContent)""")
+        plots = window.evaluate("""() => [...document.querySelectorAll(".grid img")]
+            .map(i => i.getBoundingClientRect().toJSON())""")
+        warning = window.locator(".flag", has_text="Only 5 episodes").first.inner_text()
 
     assert too_wide == []
     # The seven per-annotator plots stand three in a row, all within a window and a half.

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Response, expect
 from sqlalchemy import select
 
 from browser import (
     CHROMIUM,
-    LAUNCH_ARGS,
     LOADED,
     VIEWPORT,
     checked_ratings,
@@ -146,17 +145,6 @@ def open_rating(page: Page) -> str:
     """Wait for the editor; the episode's scenario."""
     page.wait_for_selector(LOADED, timeout=60_000)
     return page.locator(".lsf-richtext").first.inner_text()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
-                                              headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,13 @@ import httpx
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Response as PlaywrightResponse
 from sqlalchemy import Engine, event, func, select
 from starlette.testclient import TestClient
 
-from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT, submit
+from browser import CHROMIUM, VIEWPORT, submit
 from conftest import results_of
 from study_support import (
     BOOT,
@@ -682,17 +682,14 @@ def as_seen(responses: list[Seen]) -> list[tuple[object, ...]]:
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium is not installed at {CHROMIUM}")
 def test_every_response_chromium_received_is_the_same_for_a_gold_and_an_ordinary_episode(
-        ls_client, label_studio, tmp_path):
+        ls_client, label_studio, browser, tmp_path):
     study = GoldStudy(ls_client, tmp_path, episodes=3, golden=1, gold_share=0.5,
                       episodes_per_participant=2)
     study_file = tmp_path / "study.json"
     study_file.write_text(study.settings.model_dump_json())
     env = gateway_env(label_studio.url, label_studio.credentials.api_key, SECRET)
-    with gateway(study_file, env) as running, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
-                                             headless=True)
+    with gateway(study_file, env) as running:
         received, starts = seen_in_chromium(browser, running.url, [answers(1), answers(2)])
-        browser.close()
 
     gold_keys = study.gold_keys()
     assert [key in gold_keys for key, _ in starts].count(True) == 1

@@ -24,10 +24,10 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect
 from sqlalchemy import select
 
-from browser import CHROMIUM, VIEWPORT, chromium_page, submit
+from browser import CHROMIUM, VIEWPORT, fresh_page, submit
 from study_support import (
     EDITOR,
     Participant,
@@ -39,7 +39,7 @@ from study_support import (
     wait_until_saved,
 )
 from test_study import fill, open_rating
-from test_study_typing import served_with_chromium
+from test_study_typing import served_one_each
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
 from sotopia_ls.study.serve import server_settings
@@ -250,8 +250,8 @@ in_chromium = pytest.mark.skipif(not CHROMIUM.exists(),
 @pytest.mark.browser
 @in_chromium
 def test_a_participant_arriving_at_a_saturated_gateway_waits_on_a_page_that_reloads_itself(
-        ls_client, tmp_path):
-    with serving(ls_client, tmp_path, ONE_AT_A_TIME) as served, chromium_page() as page:
+        ls_client, browser, tmp_path):
+    with serving(ls_client, tmp_path, ONE_AT_A_TIME) as served, fresh_page(browser) as page:
         with half_sent_submit(served):
             page.goto(f"{served.url}/s/pilot?PROLIFIC_PID={prolific_id()}"
                       f"&STUDY_ID={prolific_id()}&SESSION_ID={prolific_id()}")
@@ -266,12 +266,12 @@ def test_a_participant_arriving_at_a_saturated_gateway_waits_on_a_page_that_relo
 @pytest.mark.parametrize("after_sending", [False, True],
                          ids=["the gateway did nothing", "the gateway's answer was lost"])
 def test_a_participant_whose_submit_is_answered_busy_sees_it_saving_and_it_is_saved_once(
-        ls_client: Client, label_studio: LocalServer, tmp_path, after_sending):
-    with served_with_chromium(ls_client, label_studio, tmp_path) as (url, engine, chromium):
+        ls_client: Client, label_studio: LocalServer, browser: Browser, tmp_path, after_sending):
+    with served_one_each(ls_client, label_studio, tmp_path) as (url, engine):
         proxy = PausingProxy(url, "POST", re.compile(r"^/s/pilot/submit$"))
         # Retry-After long enough that a loaded machine still finds the button waiting.
         proxy.answer_busy_once(seconds=6, after_sending=after_sending)
-        context = chromium.new_context(viewport=VIEWPORT)
+        context = browser.new_context(viewport=VIEWPORT)
         page = context.new_page()
         notices: list[str] = []
         page.expose_function("noticeShown", lambda shown: notices.append(shown))

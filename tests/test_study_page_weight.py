@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 from browser import CHROMIUM, VIEWPORT, submit
 from conftest import results_of
 from study_support import EDITOR, Participant, answers, make_study, prolific_id, study_project
-from test_study import browser, fill, open_rating  # noqa: F401  (browser: a fixture)
+from test_study import fill, open_rating
 from test_study_pages import serving
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.study.serving.app import IN_PLACE_HEADER, create_app

@@ -35,7 +35,7 @@ from study_support import (
     study_project,
     wait_until_saved,
 )
-from test_study import browser, fill, open_rating  # noqa: F401  (browser: a fixture)
+from test_study import fill, open_rating
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import free_port
 from sotopia_ls.study.serving.app import create_app

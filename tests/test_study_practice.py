@@ -34,7 +34,7 @@ from study_support import (
     study_project,
     wait_until_saved,
 )
-from test_study import browser, fill, open_rating  # noqa: F401  (browser: a fixture)
+from test_study import fill, open_rating
 from test_study_pages import serving
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC, rating_name, reasoning_name

@@ -42,7 +42,6 @@ from study_support import (
     prolific_id,
     study_project,
 )
-from test_study import browser  # noqa: F401  (a fixture)
 from test_study_leases import visitor
 from test_study_pages import serving
 from test_postgres import POSTGRES, database_settings, start_postgres

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import Engine, select
 
-from browser import CHROMIUM, LAUNCH_ARGS, VIEWPORT, rating_column, submit
+from browser import CHROMIUM, VIEWPORT, rating_column, submit
 from conftest import results_of
 from study_support import (
     Participant,
@@ -110,31 +110,26 @@ def rate_in_chromium(browser: Browser, url: str, chosen: dict, *, pasting: bool)
 
 
 @contextmanager
-def served_with_chromium(client: Client, label_studio: LocalServer,
-                         tmp: Path) -> Iterator[tuple[str, Engine, Browser]]:
+def served_one_each(client: Client, label_studio: LocalServer,
+                    tmp: Path) -> Iterator[tuple[str, Engine]]:
     """A study of one episode per participant served by `sotopia-ls study serve`: its
-    address, its database, and headless Chromium (closed after)."""
+    address and its database."""
     project = study_project(client, f"test_{tmp.name}_{prolific_id()[:8]}", episodes=3)
     study = make_study(tmp, project, episodes_per_participant=1)
     study_file = tmp / "study.json"
     study_file.write_text(study.model_dump_json())
     env = gateway_env(label_studio.url, label_studio.credentials.api_key,
                       secrets.token_urlsafe(32))
-    with gateway(study_file, env) as running, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
-                                             headless=True)
-        try:
-            yield running.url, open_store(study.database), browser
-        finally:
-            browser.close()
+    with gateway(study_file, env) as running:
+        yield running.url, open_store(study.database)
 
 
 @pytest.fixture(scope="module")
-def rated(ls_client: Client, label_studio: LocalServer,
+def rated(ls_client: Client, label_studio: LocalServer, browser: Browser,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rated]:
     """A study of one episode per participant; one participant pastes, one types."""
-    with served_with_chromium(ls_client, label_studio,
-                              tmp_path_factory.mktemp("typing")) as (url, engine, browser):
+    with served_one_each(ls_client, label_studio,
+                         tmp_path_factory.mktemp("typing")) as (url, engine):
         pasted, typed = answers(11, "pasting participant"), answers(12, "typing participant")
         paster = rate_in_chromium(browser, url, pasted, pasting=True)
         typist = rate_in_chromium(browser, url, typed, pasting=False)

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from browser import CHROMIUM, submit
 from study_support import Participant, answers
 from test_study import fill, start_rating
-from test_study_typing import assignment_of, post, served_with_chromium
+from test_study_typing import assignment_of, post, served_one_each
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.study.screening.visible import MOST_SECONDS, recorded_visible
@@ -81,10 +81,10 @@ def rate_with_a_break(browser: Any, url: str) -> tuple[str, float]:
 
 
 @pytest.fixture(scope="module")
-def measured(ls_client: Client, label_studio: LocalServer,
+def measured(ls_client: Client, label_studio: LocalServer, browser: Any,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Measured]:
-    with served_with_chromium(ls_client, label_studio,
-                              tmp_path_factory.mktemp("visible")) as (url, engine, browser):
+    with served_one_each(ls_client, label_studio,
+                         tmp_path_factory.mktemp("visible")) as (url, engine):
         key, scripted = rate_with_a_break(browser, url)
         yield Measured(url, engine, key, scripted)
 
