@@ -71,9 +71,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> FileOrTestSc
     return FileOrTestScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
+# A test is marked for what its fixtures start, so that the developer subset
+# (``-m "not slow and not postgres and not browser and not server"``) leaves it out even when
+# only a fixture, not the test, says so.
+MARKED_BY_FIXTURE = {"label_studio": "server", "browser": "browser"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding the heaviest marked tests first (``EACH_TEST_ALONE`` in its order); the
-    order within a file is kept."""
+    """Marks from ``MARKED_BY_FIXTURE``; then the files holding the heaviest marked tests first
+    (``EACH_TEST_ALONE`` in its order), the order within a file kept."""
+    for item in items:
+        for fixture in set(MARKED_BY_FIXTURE) & set(getattr(item, "fixturenames", ())):
+            item.add_marker(MARKED_BY_FIXTURE[fixture])
 
     def weight(item: pytest.Item) -> int:
         marks = {mark.name for mark in item.iter_markers()}
