@@ -131,7 +131,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.wfile.write(payload)
+        except OSError:
+            pass  # a client that stops reading an answer over its limit closes the connection
 
     def log_message(self, *args: Any) -> None:
         pass
