@@ -97,17 +97,36 @@ def port_freed(port: int, within: float = 30.0) -> bool:
 # SIGTERM, with a backend connected first, is the last step of the demo's own test below.
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGHUP],
                          ids=lambda number: signal.Signals(number).name)
-def test_every_stop_signal_stops_label_studio_too(number, up_data):
+def test_every_stop_signal_stops_label_studio_too(number, up_data, local_backend):
     port = free_port()
-    process = start_up(up_data, port, "--allow-local-backends")
+    process = start_up(up_data, port)
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["status"] == "UP"
+        if number == signal.SIGINT:
+            refused_backend_named_with_its_fix(f"http://127.0.0.1:{port}", up_data, local_backend)
         process.send_signal(number)
         process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
     assert port_freed(port), f"Label Studio still listens on {port} after {number!r}"
+
+
+def refused_backend_named_with_its_fix(url: str, data_dir: Path, backend: str) -> None:
+    """Label Studio as `up` starts it by default: its SSRF guard refuses a backend on
+    127.0.0.1, and `connect` names the fix."""
+    api_key = Credentials.load_or_create(data_dir / "credentials.json").api_key
+    project = find_project(Client(base_url=url, api_key=api_key), "Sotopia human evaluation (demo)")
+    result = CliRunner().invoke(
+        main, ["connect", "--project", str(project.id), "--backend-url", backend],
+        env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": api_key})
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: Label Studio will not call {backend}: the address is in 127.0.0.0/8, which it "
+        "blocks by default. Start Label Studio with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false "
+        "(`sotopia-ls up --allow-local-backends` does), or give a --backend-url it may call "
+        f"(project {project.id})\n"
+    )
 
 
 def test_a_fresh_demo_is_owned_by_its_owner_and_an_earlier_demo_keeps_its_login(tmp_path):
