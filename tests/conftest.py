@@ -3,7 +3,8 @@ scripts/test runs the suite in parallel with pytest-xdist).
 
 The server runs from a temporary SQLite data directory (its database copied from one migrated
 once, see ``migrated``) on 127.0.0.1 and a free port. Projects made by tests are titled
-``test_<uuid>`` and deleted at the end of the session. Whatever the processes share in the
+``test_<uuid>``; they go with the server's temporary folder (deleting them one by one at the
+end was work for nothing). Whatever the processes share in the
 repository (the side environments ``.venv-ml`` and ``.venv-sotopia``, the migrated database)
 is made under a file lock.
 """
@@ -134,12 +135,8 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[server.Lo
 
 
 @pytest.fixture(scope="session")
-def ls_client(label_studio: server.LocalServer) -> Iterator[Client]:
-    client = Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key)
-    yield client
-    for project in client.projects.list():
-        if (project.title or "").startswith("test_"):
-            client.projects.delete(id=project.id)
+def ls_client(label_studio: server.LocalServer) -> Client:
+    return Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@
   asked once more and then skipped with the reason in the backend's log.
 - Behind basic auth, Label Studio still reaches every route it calls (/health, /setup,
   /predict, /train, /versions), and its event webhook to the backend is switched off.
-- A Label Studio that blocks local addresses gets a backend on 127.0.0.1 refused with the fix.
+- A Label Studio that blocks local addresses gets a backend on 127.0.0.1 refused with the fix:
+  tests/test_up.py, on the demo's server as `up` starts it by default.
 - Label Studio's /health and /setup calls get what it expects. Bad requests of every kind, on
   every route: tests/test_ml_backend_inputs.py.
 """
@@ -21,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,12 +39,11 @@ from sotopia_ls.dimensions import AGENTS, DIMENSIONS, DIMENSION_KEYS, rating_nam
 from sotopia_ls.episode import Episode
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import server
-from sotopia_ls.labelstudio.client import Client, create_project, prediction_count, request_predictions
+from sotopia_ls.labelstudio.client import create_project, prediction_count, request_predictions
 from sotopia_ls.labelstudio.push import push_episodes, task_payload
 from sotopia_ls.labelstudio.tasks import episode_to_task
 from sotopia_ls.ml_backend.commands import unmet_requirements
 
-from conftest import migrated
 from ml_backend_support import AUTH, AUTH_SETTINGS, Backend, serve, start_backend
 
 FIXTURE_EPISODE = "episodelog/fixture_episode.json"
@@ -207,29 +206,6 @@ def test_label_studio_reaches_a_backend_behind_basic_auth(
         line for line in log.splitlines() if "refused GET '/health': no valid basic auth" in line
     ], log  # only the first connect, without credentials, was refused
     assert AUTH[1] not in log
-
-
-@pytest.mark.server
-def test_connect_names_the_fix_when_label_studio_blocks_local_addresses(ml_python, tmp_path):
-    """Label Studio as it starts by default: its SSRF guard refuses backends on 127.0.0.1."""
-    credentials = server.Credentials("owner@example.com", "test-password-1", uuid.uuid4().hex)
-    backend = serve(ml_python, tmp_path / "blocked.log")
-    try:
-        with server.start(migrated(tmp_path / "label-studio"), credentials) as guarded:
-            project = create_project(Client(base_url=guarded.url, api_key=credentials.api_key), "test_blocked")
-            result = CliRunner().invoke(
-                main, ["connect", "--project", str(project.id), "--backend-url", backend.url],
-                env={"LABEL_STUDIO_URL": guarded.url, "LABEL_STUDIO_API_KEY": credentials.api_key},
-            )
-    finally:
-        backend.stop()
-    assert result.exit_code == 1
-    assert result.output == (
-        f"Error: Label Studio will not call {backend.url}: the address is in 127.0.0.0/8, which it "
-        "blocks by default. Start Label Studio with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false "
-        "(`sotopia-ls up --allow-local-backends` does), or give a --backend-url it may call "
-        f"(project {project.id})\n"
-    )
 
 
 def test_the_backend_runs_on_maintained_flask_and_werkzeug(ml_python: Path) -> None:

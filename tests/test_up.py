@@ -94,27 +94,39 @@ def port_freed(port: int, within: float = 30.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+# SIGTERM, with a backend connected first, is the last step of the demo's own test below.
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGHUP],
                          ids=lambda number: signal.Signals(number).name)
 def test_every_stop_signal_stops_label_studio_too(number, up_data, local_backend):
-    data_dir = up_data
     port = free_port()
-    process = start_up(data_dir, port, "--allow-local-backends")
+    process = start_up(up_data, port)
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["status"] == "UP"
-        if number == signal.SIGTERM:
-            # Started with --allow-local-backends, Label Studio accepts a backend on 127.0.0.1.
-            client = Client(base_url=f"http://127.0.0.1:{port}",
-                            api_key=Credentials.load_or_create(
-                                data_dir / "credentials.json").api_key)
-            project = find_project(client, "Sotopia human evaluation (demo)")
-            assert register_backend(client, project.id, local_backend).state == "CO"
+        if number == signal.SIGINT:
+            refused_backend_named_with_its_fix(f"http://127.0.0.1:{port}", up_data, local_backend)
         process.send_signal(number)
         process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
     assert port_freed(port), f"Label Studio still listens on {port} after {number!r}"
+
+
+def refused_backend_named_with_its_fix(url: str, data_dir: Path, backend: str) -> None:
+    """Label Studio as `up` starts it by default: its SSRF guard refuses a backend on
+    127.0.0.1, and `connect` names the fix."""
+    api_key = Credentials.load_or_create(data_dir / "credentials.json").api_key
+    project = find_project(Client(base_url=url, api_key=api_key), "Sotopia human evaluation (demo)")
+    result = CliRunner().invoke(
+        main, ["connect", "--project", str(project.id), "--backend-url", backend],
+        env={"LABEL_STUDIO_URL": url, "LABEL_STUDIO_API_KEY": api_key})
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: Label Studio will not call {backend}: the address is in 127.0.0.0/8, which it "
+        "blocks by default. Start Label Studio with ML_BLOCK_LOCAL_IP=false USE_DEFAULT_BANNED_SUBNETS=false "
+        "(`sotopia-ls up --allow-local-backends` does), or give a --backend-url it may call "
+        f"(project {project.id})\n"
+    )
 
 
 def test_a_fresh_demo_is_owned_by_its_owner_and_an_earlier_demo_keeps_its_login(tmp_path):
@@ -128,14 +140,16 @@ def test_a_fresh_demo_is_owned_by_its_owner_and_an_earlier_demo_keeps_its_login(
     assert json.loads(earlier.read_text()) == login
 
 
-def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data, tmp_path):
+def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data, tmp_path,
+                                                                         local_backend):
     """After scripts/demo, a newcomer runs a command with no --url or --api-key: it uses the
-    demo's server and the owner's key, saying where they came from; once the demo stops, it
-    asks for them again."""
+    demo's server and the owner's key, saying where they came from. Started with
+    --allow-local-backends, the demo accepts a backend on 127.0.0.1. Once SIGTERM stops the
+    demo, Label Studio is stopped too, and a command asks for the server again."""
     data_dir = up_data
     port = free_port()
     printed: list[str] = []
-    process = start_up(data_dir, port, printed=printed)
+    process = start_up(data_dir, port, "--allow-local-backends", printed=printed)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")},
            "SOTOPIA_LS_DATA_DIR": str(data_dir)}
 
@@ -148,9 +162,16 @@ def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data
         used = check()
         invited = subprocess.run([sys.executable, "-m", "sotopia_ls", "annotators"], cwd=tmp_path,
                                  env=env, capture_output=True, text=True, timeout=120)
-    finally:
+        client = Client(base_url=f"http://127.0.0.1:{port}",
+                        api_key=Credentials.load_or_create(data_dir / "credentials.json").api_key)
+        project = find_project(client, "Sotopia human evaluation (demo)")
+        assert register_backend(client, project.id, local_backend).state == "CO"
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert port_freed(port), f"Label Studio still listens on {port} after SIGTERM"
     assert "  login:    owner@example.com (the owner, Label Studio's admin)\n" in printed
     assert any(line.strip().endswith("sotopia-ls export --project 1 -o results/")
                for line in printed), printed
@@ -164,6 +185,8 @@ def test_commands_run_beside_the_demo_find_its_server_and_key_and_say_so(up_data
                                      f"http://127.0.0.1:{port}/user/signup/?token="), invited
     stopped = check()
     assert stopped.returncode == 1 and "no Label Studio URL" in stopped.stderr
+    # Label Studio's start asks PyPI for a newer release unless told not to: it never is here.
+    assert "pypi.org" not in (data_dir / "server.log").read_text(encoding="utf-8")
 
 
 def test_a_command_beside_a_demo_that_was_killed_says_it_is_not_running(tmp_path):

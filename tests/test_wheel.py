@@ -3,7 +3,8 @@
 The wheel is built from a copy of the working tree, installed into a new virtual environment,
 and run from an empty folder: the labeling config, the sample episodes and the demo all come
 from the installed package, every file the commands write lands in that folder, and nothing
-is written into site-packages.
+is written into site-packages. The demo's database is migrated beforehand where `up` keeps it
+(a fresh one is migrated by the demo's own test).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import migrated
 from study_support import EDITOR, one_rating_served, study_project
 from sotopia_ls.config import labeling_config
 from sotopia_ls.extras import installer
@@ -112,10 +114,11 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
     assert (work / "tasks.json").stat().st_size > 0
 
     port = free_port()
+    demo_data = migrated(work / "var" / "label-studio")
     demo = run("up", "--no-serve", "--port", str(port))
     assert f"Label Studio is ready: http://127.0.0.1:{port}" in demo.stdout
     assert "imported 3 task(s)" in demo.stdout
-    assert (work / "var" / "label-studio" / "label_studio.sqlite3").is_file()
+    assert {"label_studio.sqlite3", "credentials.json"} <= {p.name for p in demo_data.iterdir()}
 
     # The wheel alone lacks the export extra and irrCAC, which goes in after it without its
     # dependencies: report names both commands, in one line.

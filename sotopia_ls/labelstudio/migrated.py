@@ -18,7 +18,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..errors import LabelStudioError
-from .server import label_studio_command
+from .server import QUIET, label_studio_command
 
 DATABASE_FILE = "label_studio.sqlite3"
 
@@ -61,8 +61,7 @@ def _cached(cache: Path, suffix: str) -> Path:
 def _migrate(data_dir: str, settings: Mapping[str, str]) -> None:
     """``label-studio version`` migrates the database and exits."""
     _run([label_studio_command(), "version"],
-         {"LABEL_STUDIO_BASE_DATA_DIR": data_dir, "SENTRY_DSN": "", "COLLECT_ANALYTICS": "0",
-          **settings})
+         {"LABEL_STUDIO_BASE_DATA_DIR": data_dir, **QUIET, **settings})
 
 
 def _postgres_tool(name: str, settings: Mapping[str, str], *args: str) -> None:

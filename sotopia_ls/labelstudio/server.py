@@ -35,6 +35,10 @@ CREDENTIALS_FILE = "credentials.json"
 ADDRESS_FILE = "address.json"
 # The demo's first user owns the organization and its projects: Label Studio's admin.
 DEMO_OWNER = "owner@example.com"
+# Label Studio's settings for every run here: no error reports, no analytics, and no request
+# to PyPI for a newer release at each start (a network round trip, and its answer parsed).
+QUIET = {"SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "COLLECT_ANALYTICS": "0",
+         "LATEST_VERSION_CHECK": "false"}
 
 
 @dataclass(frozen=True)
@@ -212,9 +216,7 @@ def start(
         "LABEL_STUDIO_USERNAME": credentials.username,
         "LABEL_STUDIO_PASSWORD": credentials.password,
         "LABEL_STUDIO_USER_TOKEN": credentials.api_key,
-        "SENTRY_DSN": "",
-        "FRONTEND_SENTRY_DSN": "",
-        "COLLECT_ANALYTICS": "0",
+        **QUIET,
         "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
         **(extra_env or {}),
     }
