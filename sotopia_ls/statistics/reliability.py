@@ -27,11 +27,13 @@ def unit_table(ratings: pd.DataFrame) -> pd.DataFrame:
 
 def pair_gaps(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     """One row per unordered pair of ratings on a unit: the unit and ``gap`` = |a − b|."""
-    pairs = ratings[[*UNIT, "slot", column]].merge(
-        ratings[[*UNIT, "slot", column]], on=UNIT, suffixes=("_a", "_b")
-    )
-    pairs = pairs[pairs["slot_a"] < pairs["slot_b"]]
-    return pairs[UNIT].assign(gap=(pairs[f"{column}_a"] - pairs[f"{column}_b"]).abs())
+    wide = ratings.set_index([*UNIT, "slot"])[column].unstack("slot")  # units × slots
+    values = wide.to_numpy(dtype=float)
+    first, second = np.triu_indices(values.shape[1], 1)
+    gaps = np.abs(values[:, first] - values[:, second])  # units × pairs of slots
+    unit, pair = np.nonzero(~np.isnan(gaps))
+    return wide.index.to_frame(index=False).iloc[unit].reset_index(drop=True).assign(
+        gap=gaps[unit, pair])
 
 
 def unit_mean(pairs: pd.DataFrame, values: pd.Series) -> float:
