@@ -219,6 +219,14 @@ def read_study(sample_data: Path) -> pd.DataFrame:
     return study_long(pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True))
 
 
+def sections_named(*names: str) -> tuple[Any, ...]:
+    """The report's sections of those names, in page order: a test that reads only them
+    builds only them (each is computed and shown as in the whole report)."""
+    from sotopia_ls.report.sections import SECTIONS  # scipy's statistics: when a test asks
+
+    return tuple(section for section in SECTIONS if section.name in names)
+
+
 def scores(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
     return {a: {d.key: (f"rationale {offset}", d.range_low + offset) for d in DIMENSIONS}
             for a in AGENTS}

@@ -18,7 +18,7 @@ from sotopia_ls.exporter import Tally
 from sotopia_ls.report.build import build_report
 from sotopia_ls.statistics.alttest import MEASURE, alt_test
 
-from conftest import read_study
+from conftest import read_study, sections_named
 
 NOISE = 1.5
 
@@ -174,7 +174,8 @@ def test_the_report_says_which_judge_passes_and_how_many_episodes_need_a_third_r
         evaluator="stand-in")
     # The samples' 42 episodes have two raters (one has three): 14 more need a third for the
     # 30 units (both agents) the test needs at the least.
-    report = build_report(study, judge_scores, Tally(), bootstrap=0)
+    tested = sections_named("paired", "alt_test")  # the section and the one it needs
+    report = build_report(study, judge_scores, Tally(), bootstrap=0, sections=tested)
     pooled = report.alt_test.set_index(["agent", "dimension"]).loc["all"]
     assert (pooled["verdict"] == "too few items").all()
     assert pooled.loc["goal", "items"] == 2 and pooled.loc["goal", "third_raters_needed"] == 14
@@ -185,7 +186,8 @@ def test_the_report_says_which_judge_passes_and_how_many_episodes_need_a_third_r
                                 annotator_id="third")
     crowded = pd.concat([study, third[~third["episode_id"].isin(
         study.groupby("episode_id")["annotator_id"].nunique().loc[lambda n: n > 2].index)]])
-    report = build_report(crowded, judge_scores, Tally(), bootstrap=0, alt_test_epsilon=0.2)
+    report = build_report(crowded, judge_scores, Tally(), bootstrap=0, alt_test_epsilon=0.2,
+                          sections=tested)
     page = report.write(tmp_path / "report")
     written = pd.read_csv(page.parent / "alt_test.csv", keep_default_na=False)
     assert set(written["epsilon"]) == {0.2} and set(written["measure"]) == {"negative RMSE"}

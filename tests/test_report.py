@@ -15,7 +15,7 @@ from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.report.build import build_report
 from sotopia_ls.report.plots import ALPHA_CHART_ALT, alpha_chart
 
-from conftest import invoke, read_study
+from conftest import invoke, read_study, sections_named
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +124,10 @@ def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(st
     again = build_report(study, model, Tally(), seed=0)
     for name, table in report.tables().items():
         pd.testing.assert_frame_equal(again.tables()[name], table)
-    other = build_report(study, model, Tally(), seed=7).agreement
+    agreement = sections_named("agreement")
+    other = build_report(study, model, Tally(), seed=7, sections=agreement).agreement
     assert not other["alpha_ci_low"].equals(report.agreement["alpha_ci_low"])
-    without = build_report(study, model, Tally(), bootstrap=0).agreement
+    without = build_report(study, model, Tally(), bootstrap=0, sections=agreement).agreement
     assert without["alpha_ci_low"].isna().all()
     assert without["alpha"].equals(report.agreement["alpha"])
 
@@ -175,7 +176,8 @@ def test_the_report_says_how_many_episodes_had_a_model_score_and_why_a_figure_is
     are blank for a reason the page gives, not left unexplained."""
     model = first_annotator_as_model(study)
     one = model[model["episode_id"] == model["episode_id"].iloc[0]]
-    report = build_report(study, one, Tally(), bootstrap=0)
+    report = build_report(study, one, Tally(), bootstrap=0,
+                          sections=sections_named("model_coverage", "paired", "human_vs_model"))
     html = report.write(tmp_path / "report").read_text()
     assert "1 of 42 rated episodes (2 of 84 episode × agent units) carry a model evaluation" in html
     assert "blank (–) with fewer than 3 paired units" in html

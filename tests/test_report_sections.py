@@ -20,7 +20,7 @@ from sotopia_ls.statistics.bootstrap import Bootstrap, Draw
 from sotopia_ls.statistics.gwet import resampled_coefficients
 from sotopia_ls.statistics.reliability import category_counts
 
-from conftest import read_study
+from conftest import read_study, sections_named
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def rater_table(ratings: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def gwet_report(study):
-    return build_report(study, no_model(), Tally(), bootstrap=200)
+    return build_report(study, no_model(), Tally(), bootstrap=200, sections=sections_named("gwet"))
 
 
 def test_gwet_ac1_and_ac2_are_irrcacs_own_figures_on_the_sample_ratings(study, gwet_report):

@@ -22,16 +22,18 @@ def rated_units(long: pd.DataFrame) -> pd.DataFrame:
 
 def unit_table(ratings: pd.DataFrame) -> pd.DataFrame:
     """Units × slots: a unit's ratings on its row, NaN where it has fewer than the most."""
-    return ratings.pivot_table(index=UNIT, columns="slot", values="score", aggfunc="first")
+    return ratings.set_index([*UNIT, "slot"])["score"].unstack("slot")
 
 
 def pair_gaps(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     """One row per unordered pair of ratings on a unit: the unit and ``gap`` = |a − b|."""
-    pairs = ratings[[*UNIT, "slot", column]].merge(
-        ratings[[*UNIT, "slot", column]], on=UNIT, suffixes=("_a", "_b")
-    )
-    pairs = pairs[pairs["slot_a"] < pairs["slot_b"]]
-    return pairs[UNIT].assign(gap=(pairs[f"{column}_a"] - pairs[f"{column}_b"]).abs())
+    wide = ratings.set_index([*UNIT, "slot"])[column].unstack("slot")  # units × slots
+    values = wide.to_numpy(dtype=float)
+    first, second = np.triu_indices(values.shape[1], 1)
+    gaps = np.abs(values[:, first] - values[:, second])  # units × pairs of slots
+    unit, pair = np.nonzero(~np.isnan(gaps))
+    return wide.index.to_frame(index=False).iloc[unit].reset_index(drop=True).assign(
+        gap=gaps[unit, pair])
 
 
 def unit_mean(pairs: pd.DataFrame, values: pd.Series) -> float:
@@ -74,10 +76,9 @@ def episode_sums(ratings: pd.DataFrame, episodes: pd.Index) -> np.ndarray:
     """Episodes × ``SUMS``: the sufficient statistics of α and ICC, summed over each episode's
     units (zeros for an episode without a rated unit)."""
     score = ratings["score"].astype(float)
-    units = ratings.assign(score=score, score_sq=score**2).groupby(UNIT).agg(
-        n=("score", "size"), total=("score", "sum"), total_sq=("score_sq", "sum")
-    )
-    n = units["n"].astype(float)
+    grouped = pd.DataFrame({"total": score, "total_sq": score**2}).groupby(
+        [ratings[column] for column in UNIT])
+    units, n = grouped.sum(), grouped.size().astype(float)
     per_unit = pd.DataFrame({
         "units": 1.0,
         "ratings": n,
