@@ -104,6 +104,15 @@ def page(browser, logged_in) -> Iterator[Page]:
         yield page
 
 
+@pytest.fixture(scope="module")
+def wide_stream(browser, logged_in, label_studio, stream_project) -> Iterator[Page]:
+    """The labeling stream loaded once in a wide window, for the tests that only look at it:
+    none rates, submits, reloads or changes the project, so each finds the page as loaded."""
+    with fresh_page(browser, storage_state=logged_in, viewport=WIDE) as page:
+        open_stream(page, label_studio, stream_project)
+        yield page
+
+
 @pytest.fixture
 def open_episode(page, label_studio, ls_client, project):
     """Import an episode as a new task and open it on the labeling page; gives the task id."""
@@ -231,11 +240,12 @@ def test_episode_text_is_shown_as_text_and_never_runs(page, open_episode, episod
     assert page.evaluate("() => window.__xss") is None
 
 
-def test_projects_we_create_have_no_skip_button(page, stream, ls_client, stream_project):
+def test_projects_we_create_have_no_skip_button(
+    wide_stream, page, stream, ls_client, stream_project
+):
     assert ls_client.projects.get(id=stream_project).show_skip_button is False
-    stream(WIDE)
-    expect(page.get_by_role("button", name="Submit current annotation")).to_be_visible()
-    expect(page.get_by_role("button", name="Skip")).to_have_count(0)
+    expect(wide_stream.get_by_role("button", name="Submit current annotation")).to_be_visible()
+    expect(wide_stream.get_by_role("button", name="Skip")).to_have_count(0)
 
     # The same stream shows the button once the setting is on: the check above can see it.
     ls_client.projects.update(id=stream_project, show_skip_button=True)
@@ -246,15 +256,14 @@ def test_projects_we_create_have_no_skip_button(page, stream, ls_client, stream_
         ls_client.projects.update(id=stream_project, show_skip_button=False)
 
 
-def test_label_studio_side_panels_are_hidden_and_the_form_has_the_width(page, stream):
-    stream(WIDE)
-    expect(page.get_by_text("Labeled regions will appear here")).to_be_hidden()
-    expect(page.get_by_text("View region details")).to_be_hidden()
-    assert editor(page).bounding_box()["width"] == WIDE["width"]
+def test_label_studio_side_panels_are_hidden_and_the_form_has_the_width(wide_stream):
+    expect(wide_stream.get_by_text("Labeled regions will appear here")).to_be_hidden()
+    expect(wide_stream.get_by_text("View region details")).to_be_hidden()
+    assert editor(wide_stream).bounding_box()["width"] == WIDE["width"]
 
 
-def test_on_a_wide_screen_the_dialogue_stays_in_view_while_rating(page, stream, episode):
-    stream(WIDE)
+def test_on_a_wide_screen_the_dialogue_stays_in_view_while_rating(wide_stream, episode):
+    page = wide_stream  # scrolled here, after the other tests of the page have measured it
     form = editor(page)
     context, ratings = form.locator(".sotopia-episode"), form.locator(".sotopia-evaluation")
     left, right = context.bounding_box(), ratings.bounding_box()

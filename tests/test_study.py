@@ -254,9 +254,19 @@ def test_their_two_ratings_are_in_label_studio_under_their_prolific_id_with_the_
     check_invariants(engine, journey.study)
 
 
-def test_a_second_participant_on_the_same_episode_sees_a_blank_form_and_nothing_of_the_first(
-    journey, ls_client, label_studio: LocalServer
-):
+@dataclass
+class Second:
+    """A second participant at the editor, and every response their browser received."""
+
+    page: Page
+    bodies: list[tuple[str, str]]
+    scenario: str
+
+
+@pytest.fixture(scope="module")
+def second(journey) -> Iterator[Second]:
+    """The second participant's page, loaded once for the two tests that look at it: the
+    first only reads it; the second clicks a rating, then leaves for Label Studio."""
     context = journey.browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     bodies: list[tuple[str, str]] = []
@@ -268,12 +278,21 @@ def test_a_second_participant_on_the_same_episode_sees_a_blank_form_and_nothing_
             bodies.append((response.url, ""))
 
     page.on("response", keep)
-    base = journey.gateway.url
-    page.goto(f"{base}/s/pilot?PROLIFIC_PID={prolific_id()}&STUDY_ID={journey.study_id}"
-              f"&SESSION_ID={prolific_id()}")
+    page.goto(f"{journey.gateway.url}/s/pilot?PROLIFIC_PID={prolific_id()}"
+              f"&STUDY_ID={journey.study_id}&SESSION_ID={prolific_id()}")
     page.get_by_role("button", name=re.compile("start rating")).click()
     scenario = open_rating(page)
     page.wait_for_timeout(500)
+    page.remove_listener("response", keep)  # Label Studio's own page, opened later, is not kept
+    yield Second(page, bodies, scenario)
+    context.close()
+
+
+def test_a_second_participant_on_the_same_episode_sees_a_blank_form_and_nothing_of_the_first(
+    journey, second, ls_client, label_studio: LocalServer
+):
+    page, bodies, scenario = second.page, second.bodies, second.scenario
+    base = journey.gateway.url
 
     assert scenario == journey.episodes[0]  # the episode that already had one rater
     assert checked_ratings(page) == []
@@ -299,7 +318,6 @@ def test_a_second_participant_on_the_same_episode_sees_a_blank_form_and_nothing_
         answer = page.request.get(f"{base}{path}")
         assert answer.status in (403, 404), path
         assert "first participant" not in answer.text()
-    context.close()
 
 
 def _first_task(journey: Journey) -> int:
@@ -362,9 +380,9 @@ def test_a_rating_saved_through_label_studio_s_own_editor_is_byte_identical_to_t
 
 
 def test_the_participant_sees_the_form_annotators_see_in_label_studio_and_the_last_turn(
-    journey, label_studio: LocalServer
+    journey, second, label_studio: LocalServer
 ):
-    page = start_rating(journey.browser, journey.gateway.url, journey.study_id)
+    page = second.page
     participant_form = form_outline(page)
     add_buttons = page.get_by_role("button", name="Add").count()
     columns = page.locator(".sotopia-columns").bounding_box()
@@ -384,7 +402,6 @@ def test_the_participant_sees_the_form_annotators_see_in_label_studio_and_the_la
     page.get_by_role("button", name="Create an annotation").click()
     expect(page.locator("textarea")).to_have_count(len(AGENTS) * len(DIMENSIONS))
     annotator_form = form_outline(page)
-    page.context.close()
 
     assert add_buttons == 0
     # The two columns take the whole width: no empty column beside them (1.4.0 left 334 px).
