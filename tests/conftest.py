@@ -47,6 +47,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The gateways the tests start write their gzipped static files here, once for every worker,
 # rather than into the user's cache folder.
 os.environ.setdefault(CACHE_ENV, str(Path(tempfile.gettempdir()) / "sotopia-ls-tests-static"))
+# Every gateway, worker process and command the tests start would compile the package's modules
+# anew where PYTHONDONTWRITEBYTECODE is set (0.2 s of CPU each): they write the byte code once,
+# into the checkout's __pycache__ (git ignores it). A test that needs none written sets it again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 ML_ENV = REPO / ".venv-ml"
 # Marked tests that take longest, longest first. Their files run first, so that under
 # pytest-xdist (scripts/test, which keeps this order with --no-loadscope-reorder) none of them

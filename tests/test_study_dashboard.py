@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import sys
 import threading
 import time
 from collections import Counter
@@ -467,6 +468,31 @@ def test_the_participants_follow_arrivals_without_recomputing_the_agreement(
     assert [len(rows) if rows is not None else None for rows in shown] == [1, None, 2, 2]
     assert [row["outcome"] for row in shown[-1]] == ["unfinished", "no_slots"]
     assert live.latest_snapshot(engine, "pilot").computed_at == computed_at
+
+
+def _statistics_held() -> list[str]:
+    """In a worker process: the statistics libraries it holds."""
+    return [name for name in ("pandas", "scipy", "ppi_py") if name in sys.modules]
+
+
+def test_each_worker_process_starts_with_the_statistics_libraries_imported_once_for_all(
+        tmp_path: Path):
+    """The fork server imports the statistics libraries once: a worker started after another
+    died, or by another gateway of the same process, holds them before its first computation
+    rather than spending seconds of CPU importing them again, and computes the same snapshot."""
+    engine, study = setup(f"sqlite:///{tmp_path / 'gateway.sqlite3'}", tmp_path)
+    rate(engine, study, visitor(engine, study))
+    snapshots = []
+    for _ in range(2):  # a worker, then the one started after it ended
+        pool = live._worker(figures=True)
+        try:
+            assert pool.submit(_statistics_held).result() == ["pandas", "scipy", "ppi_py"]
+            assert live.LiveFigures(engine, study).check(pool)
+        finally:
+            pool.shutdown()
+        snapshots.append(live.latest_snapshot(engine, "pilot"))
+    first, again = snapshots
+    assert (again.ratings, again.figures) == (first.ratings, first.figures)
 
 
 def test_a_qualification_round_computes_no_agreement_and_status_says_none(tmp_path: Path):

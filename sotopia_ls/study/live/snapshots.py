@@ -12,6 +12,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -164,23 +165,47 @@ def compute(url: str, study: StudyFile, extra: Extra | None, figures: bool = Tru
     return extra(engine, study) if extra is not None else None
 
 
-def _follow(parent: int) -> None:
+def _follow(gateway: int) -> None:
     """In the worker process: end as soon as the gateway that started it is gone, killed
-    included (a worker would otherwise wait for work forever)."""
+    included (a worker would otherwise wait for work forever). The gateway is looked for by its
+    id: a worker forked by the fork server is not its child."""
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while _running(gateway):
             time.sleep(1)
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _worker() -> ProcessPoolExecutor:
-    """One worker process, started afresh (spawned: nothing of the gateway's threads or open
-    connections is copied into it)."""
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_follow, initargs=(os.getpid(),))
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal sent: whether the process is there
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # there, under another user
+        pass
+    return True
+
+
+# What the fork server imports once, before it forks any worker: the statistics libraries,
+# which take seconds to import. Where one is missing, the worker computes ``extra`` alone.
+PRELOADED = ("sotopia_ls.study.live.figures", "sotopia_ls.statistics.agent_models")
+
+
+def _worker(figures: bool) -> ProcessPoolExecutor:
+    """One worker process, started afresh: nothing of the gateway's threads or open
+    connections is copied into it. On Linux it is forked by a fork server of the gateway that
+    imported ``PRELOADED`` (if ``figures``) once, so a worker started after one died, or by
+    another gateway in the same process, imports them no more; elsewhere, where forking a
+    process holding the system's frameworks is unsafe, it is spawned."""
+    if sys.platform != "linux":
+        context = multiprocessing.get_context("spawn")
+    else:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(PRELOADED) if figures else [])
+    return ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_follow,
+                               initargs=(os.getpid(),))
 
 
 class LiveFigures:
@@ -238,7 +263,7 @@ class LiveFigures:
         """Until cancelled (the app's lifespan starts and ends it)."""
         if self.unavailable is not None:
             log.warning("%s", self.unavailable)
-        pool = _worker()
+        pool = _worker(self.unavailable is None)
         try:
             while True:
                 try:
@@ -246,7 +271,7 @@ class LiveFigures:
                 except BrokenProcessPool:  # the worker died (killed, out of memory): a new one
                     log.warning("the running agreement's worker process ended; starting another")
                     pool.shutdown(wait=False)
-                    pool = _worker()
+                    pool = _worker(self.unavailable is None)
                     self._next = 0.0
                 except Exception:  # the figures outlive any one failure; it is logged
                     log.exception("computing the running agreement failed; tried again in "
