@@ -47,9 +47,10 @@ REPO = Path(__file__).resolve().parents[1]
 # The gateways the tests start write their gzipped static files here, once for every worker,
 # rather than into the user's cache folder.
 os.environ.setdefault(CACHE_ENV, str(Path(tempfile.gettempdir()) / "sotopia-ls-tests-static"))
-# Every gateway, worker process and command the tests start would compile the package's modules
-# anew where PYTHONDONTWRITEBYTECODE is set (0.2 s of CPU each): they write the byte code once,
-# into the checkout's __pycache__ (git ignores it). A test that needs none written sets it again.
+# The hundreds of processes the tests start (Label Studio's servers, gateways, their workers,
+# commands) read the byte code the first of them wrote, rather than compiling pandas, Django and
+# this package anew each where PYTHONDONTWRITEBYTECODE is set: uv, unlike pip, compiles nothing
+# at install. A test that needs none written sets it again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 ML_ENV = REPO / ".venv-ml"
