@@ -502,3 +502,35 @@ def test_a_qualification_round_computes_no_agreement_and_status_says_none(tmp_pa
     assert live.arrivals(engine, study.name)[0] == 0  # gold ratings change no figure
     shown = "\n".join(study_status(engine, study, agreement=True).lines(study, ""))
     assert "gold episodes:" in shown and "running agreement" not in shown
+
+
+def test_the_next_computation_waits_on_the_last_ones_length_not_the_workers_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A worker's start and imports (seconds, once) are not the computation's length: the second
+    rating's figures are not put off by them."""
+    engine, study = setup(f"sqlite:///{tmp_path / 'gateway.sqlite3'}", tmp_path)
+    rate(engine, study, visitor(engine, study))
+    monkeypatch.setattr(live, "BUSY_FACTOR", 1.0)
+    starting = 5.0
+
+    class SlowToStart(ThreadPoolExecutor):
+        """A pool whose worker takes ``starting`` seconds to start, as a process importing the
+        statistics libraries on a loaded machine."""
+
+        def submit(self, *args: object, **kwargs: object) -> object:
+            if not self._threads:
+                time.sleep(starting)
+            return super().submit(*args, **kwargs)
+
+    figures = live.LiveFigures(engine, study)
+    with SlowToStart(max_workers=1) as pool:
+        assert figures.check(pool)
+        first = live.latest_snapshot(engine, "pilot").computed_at
+        rate(engine, study, visitor(engine, study))
+        second = time.monotonic()
+        while not figures.check(pool):
+            time.sleep(0.05)
+        waited = time.monotonic() - second
+
+    assert waited < starting
+    assert live.latest_snapshot(engine, "pilot").computed_at > first

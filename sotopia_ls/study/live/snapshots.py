@@ -153,16 +153,18 @@ def _store(url: str) -> Engine:
 _ENGINES: dict[str, Engine] = {}
 
 
-def compute(url: str, study: StudyFile, extra: Extra | None, figures: bool = True) -> Any:
+def compute(url: str, study: StudyFile, extra: Extra | None,
+            figures: bool = True) -> tuple[Any, float]:
     """In the worker process: the running agreement computed and saved (unless ``figures`` is
     false), then ``extra`` (the dashboard's participants) computed on the same database; its
-    result."""
+    result, and the seconds that took (the worker's start and imports left out: once only)."""
     engine = _store(url)
     if figures:
         from .figures import live_figures  # the statistics libraries: in the worker only
-
+    started = time.monotonic()
+    if figures:
         save_snapshot(engine, study.name, live_figures(engine, study))
-    return extra(engine, study) if extra is not None else None
+    return (extra(engine, study) if extra is not None else None), time.monotonic() - started
 
 
 def _follow(gateway: int) -> None:
@@ -229,9 +231,9 @@ class LiveFigures:
         self._next = 0.0
         self.unavailable = figures_unavailable()
 
-    def computed(self, pool: Executor, figures: bool = True) -> Any:
+    def computed(self, pool: Executor, figures: bool = True) -> tuple[Any, float]:
         """The snapshot made and saved by the worker (unless ``figures`` is false);
-        ``extra``'s result."""
+        ``extra``'s result and the computation's seconds."""
         return pool.submit(compute, self._url, self.study, self.extra, figures).result()
 
     def check(self, pool: Executor) -> bool:
@@ -249,10 +251,9 @@ class LiveFigures:
             if due:
                 # Tried again only after a wait, should it fail (the caller logs why).
                 self._next = time.monotonic() + FAILED_WAIT_SECONDS
-                started = time.monotonic()
-                result = self.computed(pool, figures=figures)
+                result, took = self.computed(pool, figures=figures)
                 self._seen, self._moved = seen, moved
-                self._next = time.monotonic() + BUSY_FACTOR * (time.monotonic() - started)
+                self._next = time.monotonic() + BUSY_FACTOR * took
         finally:
             # The dashboard's progress stays current whatever became of the figures.
             if self.also is not None:
