@@ -210,7 +210,7 @@ def backend_rows(tasks: int) -> list[dict]:
               help="Label Studio's database for the import and live-export benchmarks.")
 @click.option("--study-participants", type=click.IntRange(min=1),
               help="Participants of the study gateway's burst or paced scenario  [default: 200 "
-              "for the burst, 1,000 paced; --quick: 40]")
+              "for the burst, 1,000 paced; --quick: 20]")
 @click.option("--study-window", type=click.FloatRange(min=0, min_open=True),
               help="Seconds the participants arrive within, at people's pace  [default: 60 for "
               "the burst, 300 paced]")
@@ -233,8 +233,9 @@ def backend_rows(tasks: int) -> list[dict]:
               help="The researcher dashboard open during the burst (its figures read every 3 s).")
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
-              help="Small sizes: 500 episodes, 5,000 annotations, 250 live tasks, 200 backend tasks, "
-              "40 study participants (the burst's within 12 s; paced: every time x 0.01), 1 round.")
+              help="Small sizes: 100 episodes in batches of 50, 2,500 annotations, 50 live tasks, "
+              "200 backend tasks, 20 study participants (the burst's within 6 s; paced: every "
+              "time x 0.01), 2 screen episodes, 1 round.")
 @click.option("--profile", type=click.Path(file_okay=False, path_type=Path),
               help="Write cProfile stats of each export stage into this folder.")
 def main(
@@ -246,12 +247,17 @@ def main(
 ) -> None:
     """Measure import, export, live export, the stored backend, the study gateway's burst and
     its rating screen; print one table."""
+    screen_episodes = 3
     if quick:
-        episodes, annotations, live_tasks, backend_tasks, rounds = 500, 5_000, 250, 200, 1
-        study_participants = study_participants or 40
+        # Each part's every code path at the least work: the import in two batches, the
+        # export file in two 16 MB regions (one a worker), the screen's Start and Submit.
+        episodes, batch_size, annotations, live_tasks, backend_tasks, rounds = (
+            100, 50, 2_500, 50, 200, 1)
+        screen_episodes = 2
+        study_participants = study_participants or 20
         study_pace_scale = study_pace_scale or 0.01
-        # The burst's 40 arrive at the full burst's rate (200 within 60 s), not over a minute.
-        study_window = study_window or (None if study_paced else 12.0)
+        # The burst's 20 arrive at the full burst's rate (200 within 60 s), not over a minute.
+        study_window = study_window or (None if study_paced else 6.0)
     if profile:
         profile.mkdir(parents=True, exist_ok=True)
     parts = only or PARTS
@@ -284,7 +290,7 @@ def main(
                 dashboard=study_dashboard,
                 pace=Pace(study_pace_scale or 1.0) if study_paced else None)))
     if "screen" in parts:
-        run_part("screen", lambda: screen.rows(screen.measure_screen(rounds)))
+        run_part("screen", lambda: screen.rows(screen.measure_screen(rounds, screen_episodes)))
     table = pd.DataFrame(rows, columns=list(COLUMNS)).astype(object).fillna("")
     table["met"] = table["met"].map(lambda met: {True: "yes", False: "NO"}.get(met, met))
     click.echo(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}")
