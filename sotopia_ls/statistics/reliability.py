@@ -20,14 +20,14 @@ def rated_units(long: pd.DataFrame) -> pd.DataFrame:
     return multi.assign(slot=multi.groupby([*UNIT, "dimension"]).cumcount())
 
 
-def unit_table(ratings: pd.DataFrame) -> pd.DataFrame:
+def unit_table(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     """Units × slots: a unit's ratings on its row, NaN where it has fewer than the most."""
-    return ratings.set_index([*UNIT, "slot"])["score"].unstack("slot")
+    return ratings.set_index([*UNIT, "slot"])[column].unstack("slot")
 
 
 def pair_gaps(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     """One row per unordered pair of ratings on a unit: the unit and ``gap`` = |a − b|."""
-    wide = ratings.set_index([*UNIT, "slot"])[column].unstack("slot")  # units × slots
+    wide = unit_table(ratings, column)
     values = wide.to_numpy(dtype=float)
     first, second = np.triu_indices(values.shape[1], 1)
     gaps = np.abs(values[:, first] - values[:, second])  # units × pairs of slots
