@@ -1,5 +1,6 @@
 """A gateway killed mid-study loses nothing: leases survive, no slot is given twice, and a
-rating whose save to Label Studio was in flight is in Label Studio exactly once afterwards.
+rating whose save to Label Studio was in flight is in Label Studio exactly once afterwards, and
+the processes computing its running figures end with it.
 
 The gateway is a real process (`sotopia-ls study serve`) that reaches Label Studio through a
 local proxy which can hold an annotation request. One participant's rating is recorded and its
@@ -63,11 +64,16 @@ def test_a_gateway_killed_mid_study_restarts_with_every_lease_and_every_rating_o
         people += [*holders, rater]
         rater.begin()
 
-        # The rater's rating is recorded at once; its save waits at the proxy; the gateway dies.
+        # The rater's rating is recorded at once; its save waits at the proxy; the gateway dies,
+        # and with it the processes computing its running figures (a fork server, its worker and
+        # resource tracker).
         proxy.hold.set()
         assert rater.rate(7).status_code == 200
         assert proxy.held.wait(30), "the save never reached Label Studio's door"
+        wait_for(lambda: len(descendants(first.process.pid)) >= 3)
+        figures_processes = descendants(first.process.pid)
         first.kill()
+        wait_for(lambda: not any(map(running, figures_processes)), timeout=15)
         proxy.hold.clear()
         proxy.release.set()  # Label Studio now saves a rating whose gateway is gone
         task = _task_of(study.database, rater.boot["assignment"])
@@ -116,6 +122,35 @@ def test_a_gateway_killed_mid_study_restarts_with_every_lease_and_every_rating_o
         for annotation in ls_client.annotations.list(id=task)
     }
     assert in_label_studio == {row.ls_annotation_id: (row.task_id, row.ls_user_id) for row in saved}
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name: state, parent, ..."""
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid``."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
+            except (OSError, IndexError, ValueError):  # ended while read
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return _stat(pid)[0] != "Z"
+    except OSError:
+        return False
 
 
 def _submit(participant: Participant, seed: int) -> httpx.Response | httpx.HTTPError:
