@@ -9,7 +9,6 @@ from __future__ import annotations
 import krippendorff
 import numpy as np
 import pandas as pd
-import pingouin
 import pytest
 from scipy import stats
 from statsmodels.stats.inter_rater import fleiss_kappa
@@ -72,6 +71,7 @@ def test_alpha_is_krippendorffs_interval_alpha_on_every_rating(long, table, dime
 
 @pytest.mark.parametrize("dimension", ["believability", "goal", "knowledge"])
 def test_icc_is_pingouins_one_way_icc_when_every_unit_has_two_raters(long, dimension):
+    import pingouin  # the reference, imported by the one test that uses it (seconds)
     ours = agreement_table(first_two(long), NO_INTERVALS).set_index("dimension").loc[dimension]
     tidy = as_pairs(first_two(long), dimension).reset_index().melt(
         id_vars=UNIT, var_name="rater", value_name="score")

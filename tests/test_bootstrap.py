@@ -11,7 +11,6 @@ from __future__ import annotations
 import krippendorff
 import numpy as np
 import pandas as pd
-import pingouin
 import pytest
 from scipy import stats
 
@@ -60,6 +59,7 @@ def test_a_resample_draws_whole_episodes_with_replacement():
 
 
 def test_weighted_alpha_and_icc_are_the_libraries_figures_on_the_resampled_table(goal):
+    import pingouin  # the reference, imported by the one test that uses it (seconds)
     episodes = pd.Index(sorted(goal["episode_id"].unique()))
     sums = episode_sums(goal, episodes)
     alpha, icc1, icc1k, _ = alpha_and_icc(sums.sum(axis=0))
