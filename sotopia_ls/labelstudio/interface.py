@@ -12,12 +12,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
-from label_studio_sdk._legacy.exceptions import (
-    LabelStudioValidationErrorSentryIgnored,
-    LabelStudioXMLSyntaxErrorSentryIgnored,
-)
-from label_studio_sdk.label_interface import LabelInterface
-
 from ..errors import InvalidLabelingConfig
 
 
@@ -45,6 +39,13 @@ class SdkConfig:
 def sdk_config(xml: str) -> SdkConfig:
     """``xml`` validated and read by label-studio-sdk; ``InvalidLabelingConfig`` with the
     SDK's reason when it refuses it."""
+    # Imported here: the SDK's config reader imports boto3 and jsf (~2 s), for this call only.
+    from label_studio_sdk._legacy.exceptions import (
+        LabelStudioValidationErrorSentryIgnored,
+        LabelStudioXMLSyntaxErrorSentryIgnored,
+    )
+    from label_studio_sdk.label_interface import LabelInterface
+
     try:
         interface = LabelInterface(xml)
         interface.validate()
