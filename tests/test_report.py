@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import re
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from sotopia_ls.dimensions import DIMENSIONS
 from sotopia_ls.exporter import Tally
 from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.report.build import build_report
-from sotopia_ls.report.plots import ALPHA_CHART_ALT, alpha_chart
+from sotopia_ls.report.plots import ALPHA_CHART_ALT, DPI, alpha_chart, png, pyplot
 
 from conftest import invoke, read_study, sections_named
 
@@ -218,6 +220,16 @@ def full_page(study, tmp_path_factory) -> Path:
 
 
 @pytest.mark.browser
+def test_a_plot_is_cropped_to_the_same_bytes_as_matplotlibs_tight_box(report):
+    """``png`` measures the tight box itself to spare savefig a drawing; the image must not
+    move by a pixel for it."""
+    tight, figure = io.BytesIO(), alpha_chart(report.agreement)
+    figure.savefig(tight, format="png", dpi=DPI, bbox_inches="tight")
+    pyplot().close(figure)
+    assert png(alpha_chart(report.agreement)).endswith(
+        f'src="data:image/png;base64,{base64.b64encode(tight.getvalue()).decode()}">')
+
+
 def test_every_table_fits_a_window_1440_pixels_wide(full_page, browser):
     """No table, plot or line runs past a 1440×900 window or needs a scroll bar of its own:
     long names wrap at their underscores and an interval goes below its estimate."""

@@ -22,7 +22,9 @@ from .page import FLAG
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.transforms import Bbox
 
+DPI = 110
 MAX_ANNOTATORS_PLOTTED = 40
 PANELS_PER_ROW = 4
 ALPHA_CHART_ALT = "Krippendorff's α per dimension with its bootstrap interval"
@@ -47,10 +49,21 @@ def pyplot() -> ModuleType:
 def png(figure: Figure, alt: str = "plot") -> str:
     """``figure`` as an inline ``<img>`` (closed once drawn)."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches=_tight_box(figure))
     pyplot().close(figure)
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
+
+
+def _tight_box(figure: Figure) -> Bbox | str:
+    """The box ``bbox_inches="tight"`` crops to, measured without the layout-only drawing
+    savefig makes for it (the same bytes, one drawing less); a figure with a layout engine
+    is drawn for its layout anyway."""
+    if figure.get_layout_engine() is not None:
+        return "tight"
+    figure.set_dpi(DPI)
+    box = figure.get_tightbbox(figure.canvas.get_renderer())
+    return box.padded(pyplot().rcParams["savefig.pad_inches"])
 
 
 def alpha_chart(agreement: pd.DataFrame) -> Figure:

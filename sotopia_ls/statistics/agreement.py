@@ -14,17 +14,16 @@ import pandas as pd
 from ..dimensions import RUBRIC
 from .bootstrap import DEFAULT_BOOTSTRAP, Bootstrap
 from .reliability import (
-    UNIT,
     alpha_and_icc,
-    category_counts,
-    episode_sums,
+    code_counts,
     pair_gaps,
     randolph_kappa,
     rated_units,
+    table_sums,
     unit_mean,
     unit_table,
 )
-from .sotopia_pi import PI_COLUMNS, sotopia_pi_figures
+from .sotopia_pi import PI_COLUMNS, pi_figures
 
 LOW_VARIANCE_MODAL_SHARE = 0.9
 INTERVAL_STATISTICS = ("alpha", "icc1", "icc1k")
@@ -42,23 +41,23 @@ BREAKDOWN_COLUMNS = ["breakdown", "group", *AGREEMENT_COLUMNS]
 UNTAGGED = "(untagged)"
 
 
-def interval_alpha(ratings: pd.DataFrame) -> float:
-    """Krippendorff's interval α of one dimension's ``rated_units``; NaN with one value only."""
-    matrix = unit_table(ratings).T.to_numpy(dtype=float)  # slots × units, as krippendorff reads
-    if np.unique(matrix[~np.isnan(matrix)]).size < 2:
+def interval_alpha(values: np.ndarray) -> float:
+    """Krippendorff's interval α of a ``unit_table``'s values; NaN with one value only."""
+    if np.unique(values[~np.isnan(values)]).size < 2:
         return float("nan")
-    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="interval"))
+    # Slots × units, as krippendorff reads them.
+    return float(krippendorff.alpha(reliability_data=values.T, level_of_measurement="interval"))
 
 
-def rubric_binarize(scores: pd.Series, dimension: str) -> pd.Series:
+def rubric_binarize(scores: pd.Series | np.ndarray, dimension: str) -> pd.Series | np.ndarray:
     """Codes scaled by the rubric: ``round(score / max|range|)`` (half to even, as pandas)."""
-    return (scores / RUBRIC[dimension].max_abs).round(0).astype("int64")
+    return np.round(scores / RUBRIC[dimension].max_abs)
 
 
-def _rubric_kappa(ratings: pd.DataFrame, dimension: str) -> float:
+def _rubric_kappa(values: np.ndarray, dimension: str) -> float:
     categories = sorted(set(rubric_binarize(pd.Series(RUBRIC[dimension].values), dimension)))
-    codes = rubric_binarize(ratings["score"], dimension)
-    return randolph_kappa(category_counts(ratings, codes, categories), len(categories))
+    codes = rubric_binarize(values, dimension)
+    return randolph_kappa(code_counts(codes, categories), len(categories))
 
 
 def _spread(scores: pd.Series) -> tuple[float, float]:
@@ -67,19 +66,18 @@ def _spread(scores: pd.Series) -> tuple[float, float]:
     return float(scores.std(ddof=0)), float(scores.value_counts(normalize=True).iloc[0])
 
 
-def _pair_shares(ratings: pd.DataFrame) -> dict[str, float]:
-    pairs = pair_gaps(ratings)
-    return dict(pairs_exact=unit_mean(pairs, pairs["gap"] == 0),
-                pairs_within_2=unit_mean(pairs, pairs["gap"] <= 2))
+def _pair_shares(values: np.ndarray) -> dict[str, float]:
+    gaps = pair_gaps(values)
+    valid = ~np.isnan(gaps)
+    return dict(pairs_exact=unit_mean(gaps == 0, valid), pairs_within_2=unit_mean(gaps <= 2, valid))
 
 
 def _intervals(
-    units: pd.DataFrame, episodes: pd.Index, bootstrap: Bootstrap
+    tables: list[pd.DataFrame], episodes: pd.Index, bootstrap: Bootstrap
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per dimension: α, ICC(1,1), ICC(1,k), k₀ from all episodes, and their intervals."""
-    sums = np.stack(
-        [episode_sums(units[units["dimension"] == key], episodes) for key in RUBRIC.keys], axis=1
-    )  # episodes × dimensions × sums
+    sums = np.stack([table_sums(table, episodes) for table in tables], axis=1)
+    # episodes × dimensions × sums
     point = alpha_and_icc(sums.sum(axis=0))
     replicates = bootstrap.replicates(
         len(episodes),
@@ -95,22 +93,24 @@ def agreement_table(long: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
     ``long`` is ``scores_long`` without ground-truth rows: one annotator's score per row.
     """
     units = rated_units(long)
-    point, interval = _intervals(units, pd.Index(sorted(long["episode_id"].unique())), bootstrap)
+    # Each dimension's units × slots, built once: every figure below reads it.
+    tables = [unit_table(units[units["dimension"] == key]) for key in RUBRIC.keys]
+    point, interval = _intervals(tables, pd.Index(sorted(long["episode_id"].unique())), bootstrap)
     rows = []
-    for index, dimension in enumerate(RUBRIC.keys):
-        ratings = units[units["dimension"] == dimension]
+    for index, (dimension, table) in enumerate(zip(RUBRIC.keys, tables)):
+        values = table.to_numpy(dtype=float)
         everything = long[long["dimension"] == dimension]
         std, modal = _spread(everything["score"])
         row = dict(dimension=dimension, units=0, ratings=0, max_raters=0,
-                   **sotopia_pi_figures(everything), std=std, modal_share=modal,
+                   **pi_figures(everything["score"], values), std=std, modal_share=modal,
                    bootstrap_resamples=bootstrap.resamples, bootstrap_seed=bootstrap.seed)
-        if not ratings.empty:
+        if len(table):
             row.update(
-                units=int(ratings.groupby(UNIT).ngroups), ratings=len(ratings),
-                max_raters=int(ratings["slot"].max()) + 1, alpha=interval_alpha(ratings),
+                units=len(table), ratings=int((~np.isnan(values)).sum()),
+                max_raters=values.shape[1], alpha=interval_alpha(values),
                 icc1=point[index, 1], icc1k=point[index, 2], icc_k0=point[index, 3],
-                randolph_kappa_rubric_binary=_rubric_kappa(ratings, dimension),
-                **_pair_shares(ratings),
+                randolph_kappa_rubric_binary=_rubric_kappa(values, dimension),
+                **_pair_shares(values),
             )
             for column, (low, high) in zip(INTERVAL_STATISTICS, interval[index]):
                 row.update({f"{column}_ci_low": low, f"{column}_ci_high": high})

@@ -25,20 +25,16 @@ def unit_table(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     return ratings.set_index([*UNIT, "slot"])[column].unstack("slot")
 
 
-def pair_gaps(ratings: pd.DataFrame, column: str = "score") -> pd.DataFrame:
-    """One row per unordered pair of ratings on a unit: the unit and ``gap`` = |a − b|."""
-    wide = unit_table(ratings, column)
-    values = wide.to_numpy(dtype=float)
+def pair_gaps(values: np.ndarray) -> np.ndarray:
+    """Units × pairs of slots of a ``unit_table``'s values: |a − b|, NaN where a slot is empty."""
     first, second = np.triu_indices(values.shape[1], 1)
-    gaps = np.abs(values[:, first] - values[:, second])  # units × pairs of slots
-    unit, pair = np.nonzero(~np.isnan(gaps))
-    return wide.index.to_frame(index=False).iloc[unit].reset_index(drop=True).assign(
-        gap=gaps[unit, pair])
+    return np.abs(values[:, first] - values[:, second])
 
 
-def unit_mean(pairs: pd.DataFrame, values: pd.Series) -> float:
-    """``values`` (one per pair) averaged within each unit, then over units: units weigh alike."""
-    return float(values.groupby([pairs[c] for c in UNIT]).mean().mean())
+def unit_mean(values: np.ndarray, valid: np.ndarray) -> float:
+    """``values`` (units × pairs) averaged over each unit's ``valid`` pairs, then over units:
+    units weigh alike."""
+    return float((np.where(valid, values, 0).sum(axis=1) / valid.sum(axis=1)).mean())
 
 
 def category_counts(ratings: pd.DataFrame, codes: pd.Series, categories: list) -> np.ndarray:
@@ -49,6 +45,11 @@ def category_counts(ratings: pd.DataFrame, codes: pd.Series, categories: list) -
         .reindex(columns=categories, fill_value=0)
         .to_numpy()
     )
+
+
+def code_counts(codes: np.ndarray, categories: list) -> np.ndarray:
+    """Units × ``categories`` from a ``unit_table``'s codes (NaN: no rating)."""
+    return (codes[:, :, None] == np.asarray(categories, dtype=float)).sum(axis=1)
 
 
 def randolph_kappa(counts: np.ndarray, categories: int) -> float:
@@ -73,24 +74,24 @@ SUMS = ("units", "ratings", "total", "total_sq", "unit_total_sq_over_n", "rating
 
 
 def episode_sums(ratings: pd.DataFrame, episodes: pd.Index) -> np.ndarray:
+    """``table_sums`` of ``rated_units`` rows."""
+    return table_sums(unit_table(ratings), episodes)
+
+
+def table_sums(table: pd.DataFrame, episodes: pd.Index) -> np.ndarray:
     """Episodes × ``SUMS``: the sufficient statistics of α and ICC, summed over each episode's
-    units (zeros for an episode without a rated unit)."""
-    score = ratings["score"].astype(float)
-    grouped = pd.DataFrame({"total": score, "total_sq": score**2}).groupby(
-        [ratings[column] for column in UNIT])
-    units, n = grouped.sum(), grouped.size().astype(float)
-    per_unit = pd.DataFrame({
-        "units": 1.0,
-        "ratings": n,
-        "total": units["total"],
-        "total_sq": units["total_sq"],
-        "unit_total_sq_over_n": units["total"] ** 2 / n,
-        "ratings_sq": n**2,
+    units of a ``unit_table`` (zeros for an episode without a rated unit)."""
+    values = table.to_numpy(dtype=float)
+    n = (~np.isnan(values)).sum(axis=1).astype(float)
+    total, total_sq = np.nansum(values, axis=1), np.nansum(values**2, axis=1)
+    per_unit = np.column_stack([
+        np.ones_like(n), n, total, total_sq, total**2 / n, n**2,
         # Σ over ordered pairs i ≠ j of (yᵢ − yⱼ)², divided by n − 1 as α's coincidences are.
-        "pair_sq_diffs": 2 * (n * units["total_sq"] - units["total"] ** 2) / (n - 1),
-    }, columns=list(SUMS))
-    summed = per_unit.groupby(level="episode_id").sum()
-    return summed.reindex(episodes, fill_value=0.0).to_numpy()
+        2 * (n * total_sq - total**2) / (n - 1),
+    ])
+    episode = episodes.get_indexer(table.index.get_level_values("episode_id"))
+    return np.column_stack([np.bincount(episode, weights=column, minlength=len(episodes))
+                            for column in per_unit.T]).reshape(len(episodes), len(SUMS))
 
 
 def alpha_and_icc(sums: np.ndarray) -> np.ndarray:
