@@ -21,7 +21,7 @@ import pytest
 from conftest import migrated
 from study_support import EDITOR, one_rating_served, study_project
 from sotopia_ls.config import labeling_config
-from sotopia_ls.extras import installer
+from sotopia_ls.extras import installer, new_environment, uv
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
 from sotopia_ls.study.serving.editor import EDITOR_DIR_ENV, RELEASE_FILE
@@ -57,20 +57,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package's wheel, built from a copy of the working tree."""
     root = tmp_path_factory.mktemp("wheel")
     source = working_tree(root / "source")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(root / "dist"),
-         str(source)],
-        check=True,
-    )
+    # uv builds it in a third of pip's time, in the same isolated build environment.
+    found = uv()
+    build = ([found, "build", "--quiet", "--wheel", "--out-dir"] if found else
+             [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w"])
+    subprocess.run([*build, str(root / "dist"), str(source)], check=True)
     (built,) = (root / "dist").glob("sotopia_label_studio-*.whl")
     return built
 
 
 def environment(root: Path, requirement: str) -> Path:
     """The ``bin`` folder of a new environment in ``root`` holding only ``requirement`` and
-    its dependencies, installed by uv where the suite has it (scripts/setup), else pip."""
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    subprocess.run([*installer(root / "bin" / "python"), requirement], check=True)
+    its dependencies, made and installed by uv where the suite has it (scripts/setup), else
+    venv and pip."""
+    subprocess.run([*installer(new_environment(root)), requirement], check=True)
     return root / "bin"
 
 
