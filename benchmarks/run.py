@@ -210,7 +210,7 @@ def backend_rows(tasks: int) -> list[dict]:
               help="Label Studio's database for the import and live-export benchmarks.")
 @click.option("--study-participants", type=click.IntRange(min=1),
               help="Participants of the study gateway's burst or paced scenario  [default: 200 "
-              "for the burst, 1,000 paced; --quick: 20]")
+              "for the burst, 1,000 paced; --quick: 10]")
 @click.option("--study-window", type=click.FloatRange(min=0, min_open=True),
               help="Seconds the participants arrive within, at people's pace  [default: 60 for "
               "the burst, 300 paced]")
@@ -234,7 +234,7 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--only", type=click.Choice(PARTS), multiple=True, help="Run only these parts (repeatable).")
 @click.option("--quick", is_flag=True,
               help="Small sizes: 100 episodes in batches of 50, 2,500 annotations, 50 live tasks, "
-              "200 backend tasks, 20 study participants (the burst's within 6 s; paced: every "
+              "200 backend tasks, 10 study participants (the burst's within 3 s; paced: every "
               "time x 0.01), 2 screen episodes, 1 round.")
 @click.option("--profile", type=click.Path(file_okay=False, path_type=Path),
               help="Write cProfile stats of each export stage into this folder.")
@@ -254,10 +254,12 @@ def main(
         episodes, batch_size, annotations, live_tasks, backend_tasks, rounds = (
             100, 50, 2_500, 50, 200, 1)
         screen_episodes = 2
-        study_participants = study_participants or 20
+        # Ten participants still draw one of each kind of leaving, and one recruited after
+        # the abandoned lease expires.
+        study_participants = study_participants or 10
         study_pace_scale = study_pace_scale or 0.01
-        # The burst's 20 arrive at the full burst's rate (200 within 60 s), not over a minute.
-        study_window = study_window or (None if study_paced else 6.0)
+        # The burst's 10 arrive at the full burst's rate (200 within 60 s), not over a minute.
+        study_window = study_window or (None if study_paced else 3.0)
     if profile:
         profile.mkdir(parents=True, exist_ok=True)
     parts = only or PARTS

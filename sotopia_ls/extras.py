@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -83,15 +85,32 @@ def extra_modules(extra: str, *, included: bool = True) -> list[str]:
     return list(dict.fromkeys([*modules, *later]))
 
 
+def uv() -> str | None:
+    """uv beside this interpreter (scripts/setup puts it there) or on PATH, else None."""
+    return shutil.which("uv", path=os.pathsep.join([sysconfig.get_path("scripts"),
+                                                   os.environ.get("PATH", "")]))
+
+
 def installer(python: Path) -> list[str]:
     """The command that installs requirements into the environment of ``python``: uv's where
-    uv is beside this interpreter (scripts/setup puts it there) or on PATH, as it takes seconds
-    where pip takes minutes; else that environment's pip."""
-    uv = shutil.which("uv", path=os.pathsep.join([sysconfig.get_path("scripts"),
-                                                 os.environ.get("PATH", "")]))
-    if uv:
-        return [uv, "pip", "install", "--quiet", "--python", str(python)]
+    there is one, as it takes seconds where pip takes minutes; else that environment's pip."""
+    found = uv()
+    if found:
+        return [found, "pip", "install", "--quiet", "--python", str(python)]
     return [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+
+
+def new_environment(venv: Path) -> Path:
+    """Create the virtual environment ``venv`` on this interpreter and return its Python: with
+    uv where there is one (a tenth of a second of CPU; venv's pip takes 4 s), else with venv
+    and pip, for ``installer`` to fill either way."""
+    found = uv()
+    if found:
+        subprocess.run([found, "venv", "--quiet", "--python", sys.executable, str(venv)],
+                       check=True)
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return venv / "bin" / "python"
 
 
 def install_commands(extra: str, missing: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import uv_on_path
 
 from sotopia_ls.labelstudio.server import free_port
 
@@ -19,7 +20,9 @@ def test_the_demo_runs_from_a_fresh_clone(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("VENV", "VIRTUAL_ENV")}
+    # The newcomer has uv; without it scripts/setup makes the environment with venv and pip,
+    # as in every fresh clone's scripts/test.
+    env = uv_on_path({k: v for k, v in os.environ.items() if k not in ("VENV", "VIRTUAL_ENV")})
     demo = subprocess.run(
         ["scripts/demo", "--no-serve", "--port", str(port)],
         cwd=clone, env=env, capture_output=True, text=True, timeout=1800,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sotopia_ls.extras import extra_modules
+from sotopia_ls.extras import extra_modules, uv
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -154,3 +154,28 @@ def test_every_install_the_readme_names_runs_export_and_report() -> None:
     assert {"server", "study", "test"} <= named, named
     for extra in named:
         assert installs("export") <= installs(extra), f"{extra} lacks the export extra"
+
+
+def test_without_uv_a_new_environment_is_made_by_venv_and_filled_by_its_pip(
+    tmp_path: Path,
+) -> None:
+    """An install without uv (neither beside its interpreter nor on PATH): the package makes
+    ``.venv-ml`` with venv, pip in it, and installs into it with that pip."""
+    python, found = Path(sys.executable), uv()
+    if found:  # an interpreter of this Python, given this environment's libraries, no uv beside
+        subprocess.run([found, "venv", "--quiet", "--python", sys.executable,
+                        str(tmp_path / "bare")], check=True)
+        python = tmp_path / "bare" / "bin" / "python"
+    program = ("import sys\nfrom pathlib import Path\n"
+               "from sotopia_ls.extras import installer, new_environment\n"
+               "print(installer(new_environment(Path(sys.argv[1])))[1:])\n")
+    done = subprocess.run(
+        [str(python), "-c", program, str(tmp_path / "env")],
+        env={**os.environ, "PATH": "", "PYTHONPATH": os.pathsep.join(
+            [str(REPO), *(path for path in sys.path if path.endswith("site-packages"))])},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check']\n"
+    pip = subprocess.run([str(tmp_path / "env" / "bin" / "python"), "-m", "pip", "--version"],
+                         capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr

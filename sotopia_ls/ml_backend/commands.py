@@ -31,7 +31,7 @@ from ..labelstudio.client import (
 )
 from ..labelstudio.tasks import stored_judges
 from ..errors import SotopiaLSError, keep_secret
-from ..extras import DISTRIBUTION, installer, requirements
+from ..extras import DISTRIBUTION, installer, new_environment, requirements
 from ..options import server_options
 from . import AUTH_ENV, PROVIDERS, is_loopback, open_host_refusal
 
@@ -94,7 +94,7 @@ def ensure_ml_environment(venv: Path = ML_ENV, *, update: bool = False) -> Path:
     """
     python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        new_environment(venv)
     if update or unmet_requirements(python):
         install = installer(python)
         subprocess.run([*install, *ml_requirements()], check=True)
