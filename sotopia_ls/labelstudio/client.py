@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import orjson
-from label_studio_sdk._extensions.pager_ext import SyncPagerExt
 from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
 from label_studio_sdk.projects.client import ProjectsClient
@@ -42,23 +41,30 @@ from .tasks import EPISODE_ID
 
 class Client(LabelStudioBase):
     """The SDK's ``LabelStudio`` client as the package uses it: its task and project lists
-    end at the server's 404 past the last page (``_pages`` stops before it). Built on the SDK's
+    ask for page after page up to the count the server gives (``_pages``), the task list for
+    every field unless told otherwise (as the SDK's does). Built on the SDK's
     base client since ``LabelStudio`` also imports its labeling-config and pandas export helpers
     (boto3, jsf, pandas: a second of CPU at each process start). ``connect`` makes one; a test
     may make one directly (``Client(base_url=…, api_key=…)``) for a server it knows is there."""
 
     @cached_property
-    def tasks(self) -> TasksClientExt:
-        return TasksClientExt(client_wrapper=self._client_wrapper)
+    def tasks(self) -> _Tasks:
+        return _Tasks(client_wrapper=self._client_wrapper)
 
     @cached_property
     def projects(self) -> _Projects:
         return _Projects(client_wrapper=self._client_wrapper)
 
 
+class _Tasks(TasksClientExt):
+    def list(self, **kwargs: Any) -> Iterator[Any]:
+        return _pages(lambda page: TasksClientExt.list(self, **kwargs, page=page), "total")
+
+
 class _Projects(ProjectsClient):
-    def list(self, **kwargs: Any) -> SyncPagerExt[Any]:
-        return SyncPagerExt.from_sync_pager(super().list(**kwargs))
+    def list(self, **kwargs: Any) -> Iterator[Any]:
+        return _pages(lambda page: ProjectsClient.list(self, **kwargs, page=page), "count")
+
 
 # Enough tasks per page that listing a 10,000-task project takes a handful of requests.
 _PAGE_SIZE = 1000
@@ -83,9 +89,8 @@ def _tasks(client: Client, project_id: int, include: str | None, fields: str = "
            ) -> Iterator[Any]:
     """The project's tasks with only the fields ``include`` names (``fields="all"`` adds
     annotations, predictions and ``draft_exists``: a third more of the server's time)."""
-    return _pages(lambda page: client.tasks.list(project=project_id, fields=fields,
-                                                 include=include, page=page,
-                                                 page_size=_PAGE_SIZE), "total")
+    return client.tasks.list(project=project_id, fields=fields, include=include,
+                             page_size=_PAGE_SIZE)
 
 
 @contextmanager
@@ -177,8 +182,7 @@ def find_project(client: Client, ref: str | int) -> Project:
                     raise ProjectNotFound(f"no project with id {ref}") from exc
                 raise
     with sdk_errors(f"looking up project {ref!r}"):
-        matches = [p for p in _pages(lambda page: client.projects.list(title=ref, page=page),
-                                     "count") if p.title == ref]
+        matches = [p for p in client.projects.list(title=ref) if p.title == ref]
     if not matches:
         raise ProjectNotFound(f"no project titled {ref!r}")
     if len(matches) > 1:
