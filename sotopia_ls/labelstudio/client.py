@@ -24,7 +24,7 @@ import orjson
 from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
 from label_studio_sdk.projects.client import ProjectsClient
-from label_studio_sdk.tasks.client_ext import TasksClientExt
+from label_studio_sdk.tasks.client import TasksClient
 
 from ..config import check_labeling_config, instructions_html, labeling_config
 from ..errors import (
@@ -42,7 +42,7 @@ from .tasks import EPISODE_ID
 class Client(LabelStudioBase):
     """The SDK's ``LabelStudio`` client as the package uses it: its task and project lists
     ask for page after page up to the count the server gives (``_pages``), the task list for
-    every field unless told otherwise (as the SDK's does). Built on the SDK's
+    the server's default ``fields="task_only"`` unless told otherwise. Built on the SDK's
     base client since ``LabelStudio`` also imports its labeling-config and pandas export helpers
     (boto3, jsf, pandas: a second of CPU at each process start). ``connect`` makes one; a test
     may make one directly (``Client(base_url=…, api_key=…)``) for a server it knows is there."""
@@ -56,9 +56,9 @@ class Client(LabelStudioBase):
         return _Projects(client_wrapper=self._client_wrapper)
 
 
-class _Tasks(TasksClientExt):
+class _Tasks(TasksClient):
     def list(self, **kwargs: Any) -> Iterator[Any]:
-        return _pages(lambda page: TasksClientExt.list(self, **kwargs, page=page), "total")
+        return _pages(lambda page: TasksClient.list(self, **kwargs, page=page), "total")
 
 
 class _Projects(ProjectsClient):
