@@ -14,12 +14,14 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import flat_of, invoke, results_of
 
 from sotopia_ls.adjudication.disputes import EpisodeRatings, episode_ratings
+from sotopia_ls.adjudication.project import adjudicate
 from sotopia_ls.adjudication.reading import with_adjudicated
 from sotopia_ls.adjudication.screen import (
     ADJUDICATION_CONFIG_FILE,
@@ -36,7 +38,12 @@ from sotopia_ls.adjudication.screen import (
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSIONS, RUBRIC
 from sotopia_ls.importer import load_episodes
-from sotopia_ls.labelstudio.client import episode_tasks, task_records, update_task_meta
+from sotopia_ls.labelstudio.client import (
+    Client,
+    episode_tasks,
+    task_records,
+    update_task_meta,
+)
 from sotopia_ls.labelstudio.interface import sdk_config
 from sotopia_ls.labelstudio.push import import_episodes
 from sotopia_ls.labelstudio.tasks import GOLD
@@ -211,6 +218,18 @@ def _study(ls_client, sample_data, title: str) -> dict:
 @pytest.fixture
 def study(ls_client, sample_data, project_title):
     return _study(ls_client, sample_data, project_title)
+
+
+@pytest.mark.server
+def test_adjudicating_looks_the_study_project_up_once(label_studio, study):
+    sent: list[str] = []
+    counted = Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key,
+                     httpx_client=httpx.Client(timeout=60, event_hooks={
+                         "request": [lambda request: sent.append(
+                             f"{request.method} {request.url.path}")]}))
+    report = adjudicate(counted, study["project"].id)
+    assert report.added == [study["disputed"]]
+    assert sent.count(f"GET /api/projects/{study['project'].id}/") == 1
 
 
 def _adjudicator(ls_client):

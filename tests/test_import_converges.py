@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from sotopia_ls.cli import main
 from sotopia_ls.importer import load_episodes
+from sotopia_ls.labelstudio import client as ls
 from sotopia_ls.labelstudio.client import create_project, episode_tasks, import_batch
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.server import free_port
@@ -181,3 +182,45 @@ def test_check_repairs_copies_nobody_worked_on_and_keeps_the_others(
     tasks = episode_tasks(ls_client, project.id)
     assert {len(copies) for episode, copies in tasks.items() if episode != episodes[0].id} == {1}
     assert len(tasks[episodes[0].id]) == 2
+
+
+def test_a_listing_asks_for_each_page_once_and_never_past_the_last(
+    label_studio, ls_client, sample_data, project_title, monkeypatch
+):
+    """With two tasks a page, projects of 0, 1, 2 and 3 tasks are listed whole in 1, 1, 1 and
+    2 requests, none answered 404, each asking for task fields only where it reads no more."""
+    monkeypatch.setattr(ls, "_PAGE_SIZE", 2)
+    sent: list[httpx.Request] = []
+    answers: list[int] = []
+    counted = ls.Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key,
+                        httpx_client=httpx.Client(timeout=60, event_hooks={
+                            "request": [sent.append],
+                            "response": [lambda response: answers.append(response.status_code)]}))
+    episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5"]).episodes[:3]
+    project = create_project(ls_client, project_title)
+    listings = {  # what each lists, and the fields it asks for
+        "task_only": [lambda: ls.task_records(counted, project.id),
+                      lambda: ls.project_task_data(counted, project.id),
+                      lambda: ls.merge_task_meta(counted, project.id, "k", {}),
+                      # the client's own list, as a test uses it
+                      lambda: list(counted.tasks.list(project=project.id, include="id",
+                                                      page_size=ls._PAGE_SIZE))],
+        # draft_exists, and a task's annotations, come with fields="all" only
+        "all": [lambda: episode_tasks(counted, project.id),
+                lambda: ls.ground_truth_results(counted, project.id)],
+    }
+    for held, requests in [(0, 1), (1, 1), (2, 1), (3, 2)]:
+        if held:
+            import_batch(ls_client, project.id, [task_payload(episodes[held - 1])])
+        for fields, calls in listings.items():
+            for listing in calls:
+                sent.clear()
+                listing()
+                # no fields asked: the server's default, "task_only"
+                assert [r.url.params.get("fields", "task_only") for r in sent
+                        ] == [fields] * requests, held
+        assert len(ls.task_records(counted, project.id)) == held
+        assert len(ls.project_task_data(counted, project.id)) == held
+        assert len(episode_tasks(counted, project.id)) == held
+    assert ls.find_project(counted, project_title).id == project.id
+    assert set(answers) == {200}

@@ -52,6 +52,7 @@ from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio.client import Client, import_batch, project_task_data
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import EPISODE_ID
+from sotopia_ls.labelstudio.tasks import GOLD as GOLD_MARKS
 from sotopia_ls.study.outbox.saving import save_all_waiting
 from sotopia_ls.study.process import gateway
 from sotopia_ls.study.screening.gold import csv_references
@@ -492,6 +493,25 @@ def test_study_sync_counts_new_ordinary_episodes_and_new_gold_episodes_apart(
     assert synced.exit_code == 0, synced.output
     assert synced.output == ("study pilot: 1 new episode(s) with 2 rating slot(s), 1 new gold "
                              "episode(s)\n")
+
+
+def test_a_gateway_started_again_asks_nothing_about_gold_episodes_already_marked(
+        ls_client, label_studio, tmp_path):
+    study = GoldStudy(ls_client, tmp_path, episodes=3, golden=2, gold_share=0.2)
+    sent: list[str] = []
+    counted = Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key,
+                     httpx_client=httpx.Client(timeout=60, event_hooks={
+                         "request": [lambda request: sent.append(
+                             f"{request.method} {request.url.path}")]}))
+
+    prepare_gateway(study.settings, counted, study.engine)
+
+    # the labeling config and the tasks, no task's meta read or written again
+    assert sent == [f"GET /api/projects/{study.project}/", "GET /api/tasks/"]
+    marks = {task: (ls_client.tasks.get(id=str(task)).meta or {}).get(GOLD_MARKS)
+             for task in study.episode_ids}
+    assert marks == {task: {study.settings.name: True} if task in study.gold else None
+                     for task in study.episode_ids}
 
 
 # --- what participants receive -------------------------------------------------------------

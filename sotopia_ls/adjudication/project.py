@@ -75,7 +75,7 @@ def adjudicate(
     if threshold < 0:
         raise ValueError(f"threshold must be 0 or more, got {threshold}")
     study = find_project(client, project)
-    long = export_project(client, study.id, exclude_rejected=exclude_rejected).scores_long
+    long = export_project(client, study, exclude_rejected=exclude_rejected).scores_long
     episodes = episode_ratings(long[~gold_rows(long)])
     disputed = [episode for episode in episodes if episode.disputed(threshold)]
     target, created = _adjudication_project(client, into or default_title(study))

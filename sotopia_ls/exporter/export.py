@@ -25,7 +25,13 @@ from tqdm.auto import tqdm
 from ..adjudication.reading import ADJUDICATION_FILES, Adjudicated, adjudicated_scores
 from ..errors import InvalidInput
 from ..folders import replaced_folder
-from ..labelstudio.client import Client, annotator_emails, find_project, project_predictions
+from ..labelstudio.client import (
+    Client,
+    Project,
+    annotator_emails,
+    find_project,
+    project_predictions,
+)
 from ..labelstudio.snapshot import project_reads
 from .accounting import Tally
 from .chunks import CHUNK_BYTES, regions, task_chunks
@@ -199,7 +205,7 @@ def _workspace(out_dir: Path | None) -> Iterator[tuple[Path | None, Path]]:
 
 def export_project(
     client: Client,
-    project: str | int,
+    project: str | int | Project,
     out_dir: Path | None = None,
     *,
     model_names: Mapping[str, str] | None = None,
@@ -213,7 +219,8 @@ def export_project(
     reading: Reading = DEFAULT_READING,
     progress: bool = False,
 ) -> ExportResult:
-    """Validate and export every annotation of a live project (given by id or exact title).
+    """Validate and export every annotation of a live project (given by id or exact title,
+    or as a ``Project`` the caller already looked up).
 
     The keywords match the ``sotopia-ls export`` options (README.md):
     ``keep_identities`` names annotators by email, ``with_predictions`` reads predictions as
@@ -222,7 +229,7 @@ def export_project(
     protocol and times (``sotopia_ls.study``), ``adjudication`` adds an adjudication project's
     ratings in their own files; ``reading`` sets workers and chunk size.
     """
-    target = find_project(client, project)
+    target = project if isinstance(project, Project) else find_project(client, project)
     adjudicated = (adjudicated_scores(client, adjudication, target.id)
                    if adjudication is not None else None)
     settings = Settings(

@@ -12,7 +12,7 @@ import re
 import sys
 from collections import Counter
 from urllib.parse import quote
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,11 +21,10 @@ from typing import Any
 
 import httpx
 import orjson
-from label_studio_sdk._extensions.pager_ext import SyncPagerExt
 from label_studio_sdk.base_client import LabelStudioBase
 from label_studio_sdk.core.api_error import ApiError
 from label_studio_sdk.projects.client import ProjectsClient
-from label_studio_sdk.tasks.client_ext import TasksClientExt
+from label_studio_sdk.tasks.client import TasksClient
 
 from ..config import check_labeling_config, instructions_html, labeling_config
 from ..errors import (
@@ -41,27 +40,57 @@ from .tasks import EPISODE_ID
 
 
 class Client(LabelStudioBase):
-    """The SDK's ``LabelStudio`` client as the package uses it: its task and project lists,
-    which read every field and end at the server's 404 past the last page. Built on the SDK's
+    """The SDK's ``LabelStudio`` client as the package uses it: its task and project lists
+    ask for page after page up to the count the server gives (``_pages``), the task list for
+    the server's default ``fields="task_only"`` unless told otherwise. Built on the SDK's
     base client since ``LabelStudio`` also imports its labeling-config and pandas export helpers
     (boto3, jsf, pandas: a second of CPU at each process start). ``connect`` makes one; a test
     may make one directly (``Client(base_url=…, api_key=…)``) for a server it knows is there."""
 
     @cached_property
-    def tasks(self) -> TasksClientExt:
-        return TasksClientExt(client_wrapper=self._client_wrapper)
+    def tasks(self) -> _Tasks:
+        return _Tasks(client_wrapper=self._client_wrapper)
 
     @cached_property
     def projects(self) -> _Projects:
         return _Projects(client_wrapper=self._client_wrapper)
 
 
+class _Tasks(TasksClient):
+    def list(self, **kwargs: Any) -> Iterator[Any]:
+        return _pages(lambda page: TasksClient.list(self, **kwargs, page=page), "total")
+
+
 class _Projects(ProjectsClient):
-    def list(self, **kwargs: Any) -> SyncPagerExt[Any]:
-        return SyncPagerExt.from_sync_pager(super().list(**kwargs))
+    def list(self, **kwargs: Any) -> Iterator[Any]:
+        return _pages(lambda page: ProjectsClient.list(self, **kwargs, page=page), "count")
+
 
 # Enough tasks per page that listing a 10,000-task project takes a handful of requests.
 _PAGE_SIZE = 1000
+
+
+def _pages(list_page: Callable[[int], Any], total: str) -> Iterator[Any]:
+    """Every item of an SDK listing, asked for page by page (``list_page(n)``), up to the
+    count its answer's field ``total`` gives: the SDK's pager asks for the page past the last
+    one too, a 404 that costs the server about as much as a page."""
+    listed, page = 0, 1
+    while True:
+        answer = list_page(page)
+        items = answer.items or []
+        yield from items
+        listed += len(items)
+        if not items or listed >= getattr(answer.response, total):
+            return
+        page += 1
+
+
+def _tasks(client: Client, project_id: int, include: str | None, fields: str = "task_only"
+           ) -> Iterator[Any]:
+    """The project's tasks with only the fields ``include`` names (``fields="all"`` adds
+    annotations, predictions and ``draft_exists``: a third more of the server's time)."""
+    return client.tasks.list(project=project_id, fields=fields, include=include,
+                             page_size=_PAGE_SIZE)
 
 
 @contextmanager
@@ -201,12 +230,11 @@ def episode_tasks(client: Client, project_id: int) -> dict[str, list[TaskCopy]]:
     """``episode_id → its tasks`` (lowest id first) for every task of the project."""
     found: dict[str, list[TaskCopy]] = {}
     with sdk_errors("listing tasks", project=project_id):
-        # include= trims each task to what is read here: much faster than full tasks.
-        tasks = client.tasks.list(
-            project=project_id, page_size=_PAGE_SIZE,
-            include="id,data,total_annotations,cancelled_annotations,draft_exists",
-        )
-        for task in tasks:
+        # include= trims each task to what is read here: much faster than full tasks; only
+        # fields="all" gives draft_exists.
+        for task in _tasks(client, project_id,
+                           "id,data,total_annotations,cancelled_annotations,draft_exists",
+                           fields="all"):
             episode_id = (task.data or {}).get(EPISODE_ID)
             if episode_id is not None:
                 worked_on = bool(task.total_annotations or task.cancelled_annotations
@@ -418,10 +446,9 @@ class TaskRecord:
 def task_records(client: Client, project_id: int) -> list[TaskRecord]:
     """Every task of the project with its ``data`` and ``meta``, lowest id first."""
     with sdk_errors("listing tasks", project=project_id):
-        tasks = client.tasks.list(project=project_id, include="id,data,meta", page_size=_PAGE_SIZE)
         records = [TaskRecord(task.id, dict(task.data or {}),
                               dict(task.meta) if isinstance(task.meta, dict) else {})
-                   for task in tasks]
+                   for task in _tasks(client, project_id, "id,data,meta")]
     return sorted(records, key=lambda record: record.id)
 
 
@@ -440,8 +467,7 @@ def merge_task_meta(client: Client, project_id: int, key: str,
     the run is kept. Label Studio replaces meta whole and has no conditional update: a write
     between one task's read and its update is still lost, a window of one round trip."""
     with sdk_errors("listing tasks", project=project_id):
-        held = {task.id for task in client.tasks.list(project=project_id, include="id",
-                                                      page_size=_PAGE_SIZE)}
+        held = {task.id for task in _tasks(client, project_id, "id")}
     for task_id in sorted(entries.keys() - held):
         raise LabelStudioError(f"task {task_id} is not in the project", project=project_id,
                                task=task_id)
@@ -564,7 +590,7 @@ def request_predictions(client: Client, project_id: int, *, batch_size: int = RE
     """
     before = prediction_count(client, project_id)
     with sdk_errors("requesting predictions", project=project_id):
-        ids = [task.id for task in client.tasks.list(project=project_id, include="id", page_size=1000)]
+        ids = [task.id for task in _tasks(client, project_id, "id")]
         for start in range(0, len(ids), batch_size):
             client.actions.create(
                 id="retrieve_tasks_predictions", project=project_id,
@@ -599,8 +625,7 @@ def ensure_user(client: Client, email: str, username: str) -> int:
 def project_task_data(client: Client, project_id: int) -> dict[int, dict[str, Any]]:
     """``task id → data`` of every task of the project (never its ``meta``)."""
     with sdk_errors("listing tasks", project=project_id):
-        tasks = client.tasks.list(project=project_id, include="id,data", page_size=_PAGE_SIZE)
-        return {task.id: dict(task.data or {}) for task in tasks}
+        return {task.id: dict(task.data or {}) for task in _tasks(client, project_id, "id,data")}
 
 
 def ground_truth_results(client: Client, project_id: int) -> dict[int, tuple[int, list[Any]]]:
@@ -609,7 +634,7 @@ def ground_truth_results(client: Client, project_id: int) -> dict[int, tuple[int
     found: dict[int, tuple[int, list[Any]]] = {}
     with sdk_errors("listing ground-truth annotations", project=project_id):
         # fields="all" is what makes Label Studio list a task's annotations with it.
-        for task in client.tasks.list(project=project_id, fields="all", page_size=_PAGE_SIZE):
+        for task in _tasks(client, project_id, None, fields="all"):
             for annotation in task.annotations or []:
                 if annotation.get("ground_truth") and not annotation.get("was_cancelled"):
                     found[task.id] = (annotation["id"], annotation.get("result") or [])

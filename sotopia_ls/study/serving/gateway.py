@@ -4,7 +4,7 @@ participants, and the shown part of each task."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -73,14 +73,15 @@ def add_new_episodes(study: StudyFile, client: Client, engine: Engine,
     references = gold_references(study, client, data) if study.uses_gold else None
     practice = practice_references(study, engine, data)
     keep_episode_ids(engine, study.name, data)
-    keep_judges(engine, study.name, {record.id: record.meta for record in records})
+    metas = {record.id: record.meta for record in records}
+    keep_judges(engine, study.name, metas)
     added = leases.add_episodes(engine, study.name,
                                 {task: fields.shown(d) for task, d in data.items()},
                                 study.raters_per_episode, references,
                                 gold_only=study.qualification is not None, unslotted=practice,
                                 third_rater_share=study.third_rater_share)
     if study.uses_gold:
-        mark_gold(study, client, engine, data.keys())
+        mark_gold(study, client, engine, metas)
     return added
 
 
@@ -107,14 +108,23 @@ def practice_references(study: StudyFile, engine: Engine,
     return found.keys()
 
 
-def mark_gold(study: StudyFile, client: Client, engine: Engine, tasks: Collection[int]) -> None:
-    """Mark the study's gold episodes among ``tasks`` (the project's) in their tasks' meta:
-    ``{"<study name>": true}`` under ``tasks.GOLD``. Those already marked are left as they are,
-    so a restart or a sync updates only the new ones."""
+def mark_gold(study: StudyFile, client: Client, engine: Engine,
+              metas: Mapping[int, dict[str, Any]]) -> None:
+    """Mark the study's gold episodes among the project's tasks (``metas``: each one's meta as
+    just listed) in their tasks' meta: ``{"<study name>": true}`` under ``tasks.GOLD``. Those
+    listed as marked are left as they are, so a restart or a sync sends Label Studio nothing
+    for them and updates only the new ones."""
     with engine.connect() as conn:
         golden = conn.execute(select(gold.c.task_id).where(gold.c.study == study.name)).scalars()
-        marks = {task: {study.name: True} for task in golden if task in tasks}
-    merge_task_meta(client, study.project, GOLD, marks)
+        marks = {task: {study.name: True} for task in golden
+                 if task in metas and not _marked(metas[task], study.name)}
+    if marks:
+        merge_task_meta(client, study.project, GOLD, marks)
+
+
+def _marked(meta: dict[str, Any], study: str) -> bool:
+    marks = meta.get(GOLD)
+    return isinstance(marks, dict) and marks.get(study) is True
 
 
 def check_required_round(study: StudyFile, engine: Engine) -> None:
