@@ -156,6 +156,7 @@ def test_every_install_the_readme_names_runs_export_and_report() -> None:
         assert installs("export") <= installs(extra), f"{extra} lacks the export extra"
 
 
+@pytest.mark.slow
 def test_without_uv_a_new_environment_is_made_by_venv_and_filled_by_its_pip(
     tmp_path: Path,
 ) -> None:
