@@ -94,6 +94,13 @@ def study(ls_client: Client, project_title: str, tmp_path: Path) -> Study:
     return Study(ls_client, project_title, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def read_study(ls_client: Client, tmp_path_factory: pytest.TempPathFactory) -> Study:
+    """One study for the file's tests that only read its project and settings (the commands
+    that refuse, or write a study file of their own): none rates, syncs or serves it."""
+    return Study(ls_client, f"test_{secrets.token_hex(6)}", tmp_path_factory.mktemp("read"))
+
+
 # --- arrival -----------------------------------------------------------------------------
 
 
@@ -409,33 +416,34 @@ def connect_to_nothing() -> Client:
 # --- the researcher's commands ---------------------------------------------------------------
 
 
-def test_study_init_writes_a_checked_study_file(study, label_studio: LocalServer, tmp_path):
+def test_study_init_writes_a_checked_study_file(read_study, label_studio: LocalServer,
+                                                tmp_path):
     env = {"LABEL_STUDIO_URL": label_studio.url,
            "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
     target = tmp_path / "study.json"
 
-    made = _run(env, "study", "init", "--name", "pilot-2", "--project", str(study.project),
+    made = _run(env, "study", "init", "--name", "pilot-2", "--project", str(read_study.project),
                 "--completion-code", "ABC123", "-o", str(target))
 
     assert made.exit_code == 0, made.output
     written = json.loads(target.read_text())
     assert (written["project"], written["completion_url"]) == (
-        study.project, "https://app.prolific.com/submissions/complete?cc=ABC123")
+        read_study.project, "https://app.prolific.com/submissions/complete?cc=ABC123")
     assert "PROLIFIC_PID={{%PROLIFIC_PID%}}" in made.output
     assert label_studio.credentials.api_key not in made.output
-    again = _run(env, "study", "init", "--name", "pilot-2", "--project", str(study.project),
+    again = _run(env, "study", "init", "--name", "pilot-2", "--project", str(read_study.project),
                  "--completion-code", "ABC123", "-o", str(target))
     assert again.exit_code == 1 and "pass --force" in again.output
 
 
 def test_study_init_keeps_a_database_password_out_of_the_study_file(
-    study, label_studio: LocalServer, tmp_path
+    read_study, label_studio: LocalServer, tmp_path
 ):
     env = {"LABEL_STUDIO_URL": label_studio.url,
            "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key}
     target = tmp_path / "study.json"
 
-    made = _run(env, "study", "init", "--name", "pilot-2", "--project", str(study.project),
+    made = _run(env, "study", "init", "--name", "pilot-2", "--project", str(read_study.project),
                 "--completion-code", "ABC123", "-o", str(target),
                 "--database", "postgresql://gateway:Pa55-w0rd@db.example:5432/study")
 
@@ -446,9 +454,10 @@ def test_study_init_keeps_a_database_password_out_of_the_study_file(
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600  # it holds the completion code
 
 
-def test_a_study_file_holding_a_database_password_is_refused_in_one_line(study, tmp_path):
+def test_a_study_file_holding_a_database_password_is_refused_in_one_line(read_study, tmp_path):
     # As an older version wrote it.
-    written = study.settings.model_dump() | {"database": "postgresql://gateway:Pa55-w0rd@db/study"}
+    written = read_study.settings.model_dump() | {
+        "database": "postgresql://gateway:Pa55-w0rd@db/study"}
     (tmp_path / "study.json").write_text(json.dumps(written))
 
     refused = invoke(main, "study", "status", "--study", str(tmp_path / "study.json"))
@@ -518,9 +527,9 @@ def test_episodes_imported_mid_study_are_offered_once_study_sync_has_run(
     ([], {SECRET_ENV: SECRET, "SOTOPIA_LS_EDITOR_DIR": "/nonexistent"}, "study fetch-editor"),
 ])
 def test_study_serve_refuses_to_start_unsafely_and_says_why(
-    study, label_studio: LocalServer, tmp_path, args, env, says
+    read_study, label_studio: LocalServer, tmp_path, args, env, says
 ):
-    (tmp_path / "study.json").write_text(study.settings.model_dump_json())
+    (tmp_path / "study.json").write_text(read_study.settings.model_dump_json())
     env = {"LABEL_STUDIO_URL": label_studio.url,
            "LABEL_STUDIO_API_KEY": label_studio.credentials.api_key} | env
 
