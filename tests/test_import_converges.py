@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from click.testing import CliRunner
 
 from sotopia_ls.cli import main
+from sotopia_ls.errors import LabelStudioError
 from sotopia_ls.importer import load_episodes
 from sotopia_ls.labelstudio import client as ls
 from sotopia_ls.labelstudio.client import create_project, episode_tasks, import_batch
@@ -224,3 +226,11 @@ def test_a_listing_asks_for_each_page_once_and_never_past_the_last(
         assert len(episode_tasks(counted, project.id)) == held
     assert ls.find_project(counted, project_title).id == project.id
     assert set(answers) == {200}
+
+
+def test_a_listing_page_that_gives_no_count_is_refused_rather_than_cut_short():
+    """A server (or a proxy before it) whose page omits the total: the listing cannot know it
+    has every task, so it stops with Label Studio's error, never a partial list."""
+    page = SimpleNamespace(items=[SimpleNamespace(id=1)], response=SimpleNamespace(total=None))
+    with pytest.raises(LabelStudioError, match="gave no total of its items"):
+        list(ls._pages(lambda number: page, "total"))

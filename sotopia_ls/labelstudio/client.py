@@ -80,7 +80,10 @@ def _pages(list_page: Callable[[int], Any], total: str) -> Iterator[Any]:
         items = answer.items or []
         yield from items
         listed += len(items)
-        if not items or listed >= getattr(answer.response, total):
+        count = getattr(answer.response, total, None)
+        if not isinstance(count, int):  # a page that says nothing of the whole: refuse, not guess
+            raise LabelStudioError(f"Label Studio's listing gave no {total} of its items")
+        if not items or listed >= count:
             return
         page += 1
 
