@@ -213,3 +213,13 @@ def test_the_gateway_s_serving_path_imports_no_statistics_plotting_or_table_libr
 
     assert [chain(target) for target in sorted(via) if target in NOT_SERVING
             or target in MODULES and part_of(target) in NOT_SERVING_PARTS] == []
+
+
+def test_the_running_agreement_s_worker_imports_no_label_studio_client():
+    # Each gateway's fork server imports these once; the figures never call Label Studio.
+    from sotopia_ls.study.live.snapshots import PRELOADED
+
+    via = _reached_at_import(list(PRELOADED))
+
+    assert [target for target in (SDK, "httpx", f"{PACKAGE}.labelstudio.client")
+            if target in via] == []
