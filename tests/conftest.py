@@ -234,6 +234,18 @@ def sections_named(*names: str) -> tuple[Any, ...]:
     return tuple(section for section in SECTIONS if section.name in names)
 
 
+def project_sections(client: Client, project: int, *names: str, bootstrap: int) -> Any:
+    """The report of a live project as ``report_project`` computes it, with only the sections
+    of those names and nothing written: a test comparing figures with the report's reads no
+    page (drawing its plots is most of a report's CPU)."""
+    from sotopia_ls.exporter.export import export_project
+    from sotopia_ls.report.build import build_report
+
+    export = export_project(client, project)
+    return build_report(export.scores_long, export.model_scores, export.tally,
+                        bootstrap=bootstrap, sections=sections_named(*names))
+
+
 def scores(offset: int) -> dict[int, dict[str, tuple[str, int]]]:
     return {a: {d.key: (f"rationale {offset}", d.range_low + offset) for d in DIMENSIONS}
             for a in AGENTS}

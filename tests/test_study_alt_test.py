@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
+from conftest import project_sections
 from study_support import SAMPLE_EPISODES, make_study, study_project
 from test_extras import without
 from test_study_adaptive import Gateway
@@ -21,7 +22,6 @@ from sotopia_ls.labelstudio.client import Client, create_project, import_batch
 from sotopia_ls.labelstudio.server import LocalServer
 from sotopia_ls.labelstudio.push import task_payload
 from sotopia_ls.labelstudio.tasks import JUDGES
-from sotopia_ls.report.build import report_project
 from sotopia_ls.study.live.dashboard import Dashboard
 from sotopia_ls.study.live.figures import ALT_TEST_SHOWN, live_figures
 from sotopia_ls.study.live.snapshots import MODEL_TABLE, save_snapshot
@@ -51,7 +51,7 @@ def test_the_dashboard_tests_each_judge_as_the_report_does(
         gateway.rates(goal % 10)
 
     snapshot = live_figures(gateway.engine, study)
-    report = report_project(ls_client, project, tmp_path / "report", bootstrap=0)
+    report = project_sections(ls_client, project, "paired", "alt_test", bootstrap=0)
     pooled = report.alt_test[report.alt_test["agent"] == "all"]
     for key in RUBRIC.keys:
         expected = [{name: (None if pd.isna(row[name]) else row[name]) for name in ALT_TEST_SHOWN}
@@ -109,7 +109,7 @@ def test_the_dashboard_shows_each_agent_models_scores_as_the_report_does(
         gateway.rates(goal % 10)
 
     snapshot = live_figures(gateway.engine, study)
-    report = report_project(ls_client, project, tmp_path / "report", bootstrap=0)
+    report = project_sections(ls_client, project, "agent_model_scores", bootstrap=0)
     expected = report.agent_model_scores.astype(object).where(
         report.agent_model_scores.notna(), None).to_dict("records")
     assert snapshot.figures[MODEL_TABLE] == expected

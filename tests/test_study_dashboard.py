@@ -29,7 +29,7 @@ from sqlalchemy import Engine, func, select
 from starlette.testclient import TestClient
 
 from browser import chromium_page
-from conftest import invoke
+from conftest import invoke, project_sections
 from study_support import (
     EDITOR,
     Participant,
@@ -45,7 +45,7 @@ from sotopia_ls.dimensions import RUBRIC
 from sotopia_ls.errors import StudyError
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer
-from sotopia_ls.report.build import report_project
+from sotopia_ls.statistics.bootstrap import DEFAULT_RESAMPLES
 from sotopia_ls.study.live import snapshots as live
 from sotopia_ls.study.live.dashboard import participant_rows
 from sotopia_ls.study.screening.flags import Annotation, Flag, FlagThresholds
@@ -138,7 +138,8 @@ def test_the_dashboard_shows_the_reports_agreement_and_participants_never_reach_
             shown = wait_for(lambda: (got := researcher.get("/researcher/pilot/figures").json())
                              ["agreement"] and got["agreement"]["ratings"] == 12 and got,
                              "the snapshot on the dashboard")
-        report = report_project(ls_client, served.project, tmp_path / "report")
+        report = project_sections(ls_client, served.project, "agreement", "gwet",
+                                  bootstrap=DEFAULT_RESAMPLES)
         by_dimension = {name: getattr(report, name).set_index("dimension")
                         for name in ("agreement", "gwet")}
 
