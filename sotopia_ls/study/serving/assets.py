@@ -11,8 +11,10 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from servestatic import ServeStaticASGI
 from starlette.types import ASGIApp
@@ -106,10 +108,24 @@ class Assets:
     def serve(self, app: ASGIApp) -> ServeStaticASGI:
         """``app`` behind the static files: gzip for a browser that takes it, cached forever
         but the fonts (a day: their address holds no hash)."""
-        static = ServeStaticASGI(app, max_age=FONTS_SECONDS, allow_all_origins=False,
-                                 mimetypes={".ttf": "font/ttf"},
-                                 immutable_file_test=lambda path, url: not url.startswith(
-                                     "/static/fonts/"))
-        for prefix, folder in self.folders.items():
-            static.add_files(folder, prefix=prefix)
+        static = _static(app)
+        static.files = _files_served(tuple(self.folders.items()))
         return static
+
+
+def _static(app: ASGIApp | None) -> ServeStaticASGI:
+    return ServeStaticASGI(app, max_age=FONTS_SECONDS, allow_all_origins=False,
+                           mimetypes={".ttf": "font/ttf"},
+                           immutable_file_test=lambda path, url: not url.startswith(
+                               "/static/fonts/"))
+
+
+@cache
+def _files_served(folders: tuple[tuple[str, Path], ...]) -> dict[str, Any]:
+    """ServeStatic's table of the files of ``folders`` (address prefix, folder), read once per
+    process: each folder's name holds its content's hash, so its table never changes (and an
+    app made again, as the tests make hundreds, does not stat its 700 files again)."""
+    static = _static(None)
+    for prefix, folder in folders:
+        static.add_files(folder, prefix=prefix)
+    return static.files
