@@ -43,8 +43,10 @@ def _files(folder: Path) -> list[Path]:
                   and not path.name.endswith(_LEFT_OUT))
 
 
+@cache
 def content_hash(folder: Path) -> str:
-    """A hash of the names and bytes of the files served from ``folder``."""
+    """A hash of the names and bytes of the files served from ``folder``, read once per process
+    (a running gateway serves the files it started with)."""
     digest = hashlib.sha256()
     for path in _files(folder):
         digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
