@@ -15,6 +15,7 @@ import sys
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
@@ -25,15 +26,17 @@ from packaging.utils import canonicalize_name
 DISTRIBUTION = "sotopia-label-studio"
 
 
-def requirements(extra: str) -> list[Requirement]:
-    """The requirements the installed package declares for ``extra``, their markers dropped."""
+@cache
+def requirements(extra: str) -> tuple[Requirement, ...]:
+    """The requirements the installed package declares for ``extra``, their markers dropped;
+    read once per process (a gateway asks whenever it makes an app or shows its dashboard)."""
     found = []
     for line in distribution(DISTRIBUTION).requires or []:
         requirement = Requirement(line)
         if requirement.marker is not None and requirement.marker.evaluate({"extra": extra}):
             requirement.marker = None
             found.append(requirement)
-    return found
+    return tuple(found)
 
 
 @dataclass(frozen=True)
