@@ -228,6 +228,33 @@ def test_a_listing_asks_for_each_page_once_and_never_past_the_last(
     assert set(answers) == {200}
 
 
+def test_a_project_read_has_label_studio_count_only_what_it_reads(
+    label_studio, ls_client, sample_data, project_title
+):
+    """Label Studio counts all eight of a project's counters at each read or update unless told
+    which fields to send: finding a project (by id or title), counting its tasks or its
+    predictions and switching pre-fill on and off each ask for the fields read, and work."""
+    sent: list[httpx.Request] = []
+    counted = ls.Client(base_url=label_studio.url, api_key=label_studio.credentials.api_key,
+                        httpx_client=httpx.Client(timeout=60, event_hooks={"request": [sent.append]}))
+    episodes = load_episodes([sample_data / "otree_episodes" / "GPT3.5-GPT3.5",
+                              sample_data / "episodelog"]).episodes[-3:]  # the last one rated
+    project = create_project(ls_client, project_title)
+    import_batch(ls_client, project.id, [task_payload(e, with_predictions=True) for e in episodes])
+    assert ls.find_project(counted, project.id) == project
+    assert ls.find_project(counted, project_title) == project
+    assert ls.task_count(counted, project.id) == 3
+    assert ls.prediction_count(counted, project.id) == 1
+    assert ls.set_prefill(counted, project.id, True)  # the one prediction's model version
+    assert ls_client.projects.get(id=project.id).show_collab_predictions is True
+    ls.set_prefill(counted, project.id, False)
+    assert ls_client.projects.get(id=project.id).show_collab_predictions is False
+    read = "id,title,label_config,maximum_annotations,expert_instruction,show_instruction"
+    assert [(r.method, r.url.params.get("include")) for r in sent] == [
+        ("GET", read), ("GET", read), ("GET", "task_number"), ("GET", "total_predictions_number"),
+        ("GET", None), ("PATCH", "id"), ("PATCH", "id")]
+
+
 def test_a_listing_page_that_gives_no_count_is_refused_rather_than_cut_short():
     """A server (or a proxy before it) whose page omits the total: the listing cannot know it
     has every task, so it stops with Label Studio's error, never a partial list."""

@@ -28,6 +28,7 @@ from .client import (
     episode_tasks,
     find_project,
     import_batch,
+    read_project,
     sdk_errors,
     set_prefill,
     task_count,
@@ -173,7 +174,8 @@ def _keep_predictions_hidden_unless_shown(client: Client, project_id: int) -> No
     """Label Studio points a project at the model version of predictions it imports; undo
     that unless the project pre-fills on purpose, so annotations record no unseen prediction."""
     with sdk_errors("reading the project settings", project=project_id):
-        shown = client.projects.get(id=project_id).show_collab_predictions
+        shown = read_project(client, project_id,
+                             "show_collab_predictions").show_collab_predictions
     if not shown:
         set_prefill(client, project_id, False)
 
