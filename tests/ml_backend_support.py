@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import ssl
 import subprocess
 import time
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ AUTH = ("backend-user", "backend-password-1")
 AUTH_SETTINGS = {"ML_SERVER_BASIC_AUTH_USER": AUTH[0], "ML_SERVER_BASIC_AUTH_PASS": AUTH[1]}
 # httpx makes a TLS context for each call not given one, reading every CA certificate (~50 ms
 # of CPU): made once here for the hundreds of calls, all over plain HTTP to 127.0.0.1.
-TLS = ssl.create_default_context()
+TLS = httpx.create_ssl_context()  # as study_support.TLS
 
 
 @dataclass
