@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import ppi_py
 import pytest
 from click.testing import CliRunner
 
@@ -81,6 +80,8 @@ def fixture_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_each_figure_is_what_ppi_python_gives_on_the_same_units():
+    import ppi_py  # numba, statsmodels, sklearn: loaded by the test that compares with it
+
     long, judged = fixture_tables()
     scores = agent_model_scores(long, judged).set_index(["agent_model", "dimension", "estimate",
                                                          "evaluator"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import subprocess
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -148,11 +149,19 @@ def imports(module: str) -> list[Import]:
     return found
 
 
-GRAPH = [found for module in sorted(MODULES) for found in imports(module)]
-# Packages whose ``__init__`` imports nothing: importing a module below one runs no code of it,
-# so it joins no parts (a module may be a part of its own below its folder's).
-FOLDERS = {module for module, path in MODULES.items()
-           if path.name == "__init__.py" and not imports(module)}
+@cache
+def graph() -> list[Import]:
+    """Every import of the package, parsed when a test first reads it (not at collection)."""
+    return [found for module in sorted(MODULES) for found in imports(module)]
+
+
+@cache
+def folders() -> set[str]:
+    """Packages whose ``__init__`` imports nothing: importing a module below one runs no code
+    of it, so it joins no parts (a module may be a part of its own below its folder's)."""
+    importing = {found.module for found in graph()}
+    return {module for module, path in MODULES.items()
+            if path.name == "__init__.py" and module not in importing}
 
 
 def part_of(module: str) -> str:
@@ -178,9 +187,9 @@ def _reach(edges: set[tuple[str, str]], start: str) -> set[str]:
 
 def test_parts_import_down_the_layers_and_form_no_cycle():
     joined: dict[tuple[str, str], list[str]] = {}  # (importing part, imported part) → how
-    for found in GRAPH:
+    for found in graph():
         pair = (part_of(found.module), part_of(found.target))
-        if found.target in MODULES and found.target not in FOLDERS and pair[0] != pair[1]:
+        if found.target in MODULES and found.target not in folders() and pair[0] != pair[1]:
             joined.setdefault(pair, []).append(f"{found.module} imports {found.target}")
     upward = {pair for pair in joined if layer_of(pair[0]) < layer_of(pair[1])}
     cycling = {pair for pair in joined if pair[0] in _reach(set(joined), pair[1])}
@@ -197,7 +206,7 @@ def _reached_at_import(roots: list[str]) -> dict[str, str]:
     waiting = list(roots)
     while waiting:
         module = waiting.pop()
-        for found in GRAPH:
+        for found in graph():
             if found.module == module and found.at_import and found.target not in via:
                 via[found.target] = module
                 if found.target in MODULES:

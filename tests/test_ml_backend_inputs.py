@@ -30,7 +30,7 @@ from sotopia_ls.ml_backend.commands import ml_backend_command
 from sotopia_ls.samples import SAMPLES
 from sotopia_ls.labelstudio.push import task_payload
 
-from ml_backend_support import AUTH, AUTH_SETTINGS, Answer, Backend, Call, in_process, over_http, serve
+from ml_backend_support import AUTH, AUTH_SETTINGS, Answer, Backend, Call, InProcess, in_process, over_http, serve
 
 CONFIG = labeling_config()
 (EPISODE,) = load_episodes([SAMPLES / "episodelog" / "fixture_episode.json"]).episodes
@@ -123,9 +123,13 @@ def check(case: Case, answer: Answer) -> None:
 
 
 @pytest.fixture(scope="module")
-def answered_in_process(ml_python: Path) -> dict[str, Answer]:
-    run = in_process(ml_python, [case.call for case in CASES])
-    return {case.name: answer for case, answer in zip(CASES, run.answers, strict=True)}
+def run_in_process(ml_python: Path) -> InProcess:
+    return in_process(ml_python, [case.call for case in CASES])
+
+
+@pytest.fixture(scope="module")
+def answered_in_process(run_in_process: InProcess) -> dict[str, Answer]:
+    return {case.name: answer for case, answer in zip(CASES, run_in_process.answers, strict=True)}
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +161,8 @@ def test_the_server_survives_every_case_and_logs_no_traceback(backend: Backend, 
     assert "Traceback" not in backend.log()
 
 
-def test_every_route_of_label_studio_ml_is_answered(ml_python: Path) -> None:
-    run = in_process(ml_python, [])
+def test_every_route_of_label_studio_ml_is_answered(run_in_process: InProcess) -> None:
+    run = run_in_process
     library = {rule: methods for rule, methods in run.library_routes.items() if not rule.startswith("/static")}
     assert set(library) == {"/", "/health", "/metrics", "/is_training", *POST_ROUTES}
     for rule, methods in library.items():

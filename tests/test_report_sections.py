@@ -44,15 +44,39 @@ TOY = Section(
 )
 
 
-def test_a_new_statistic_is_one_section_object_computed_written_and_shown(study, tmp_path):
-    report = build_report(study, no_model(), Tally(), bootstrap=0, sections=SECTIONS + (TOY,))
-    assert report.ratings_per_dimension["ratings"].tolist() == [170] * 7
+def most_rated(inputs, needed) -> str:
+    agreement = needed["agreement"]
+    return agreement.loc[agreement["ratings"].idxmax(), "dimension"]
 
-    page = report.write(tmp_path / "report")
-    written = pd.read_csv(page.parent / "ratings_per_dimension.csv")
+
+def shown_most_rated(result, needed, inputs, text) -> str:
+    assert set(needed) == {"agreement"}
+    return section("Most rated", note(result))
+
+
+MOST_RATED = Section("most_rated", most_rated, shown_most_rated, table=False, needs=("agreement",))
+
+
+@pytest.fixture(scope="module")
+def extended(study):
+    """The default report with both sections above added at its end (read, never changed)."""
+    return build_report(study, no_model(), Tally(), bootstrap=0,
+                        sections=SECTIONS + (TOY, MOST_RATED))
+
+
+@pytest.fixture(scope="module")
+def extended_page(extended, tmp_path_factory):
+    return extended.write(tmp_path_factory.mktemp("extended") / "report")
+
+
+def test_a_new_statistic_is_one_section_object_computed_written_and_shown(study, extended,
+                                                                           extended_page):
+    assert extended.ratings_per_dimension["ratings"].tolist() == [170] * 7
+
+    written = pd.read_csv(extended_page.parent / "ratings_per_dimension.csv")
     assert written.to_dict("records")[0] == {"dimension": "believability", "ratings": 170}
-    html = page.read_text()
-    shown = html.split("<h2>Ratings per dimension</h2>")[1]
+    html = extended_page.read_text()
+    shown = html.split("<h2>Ratings per dimension</h2>")[1].split("<h2>")[0]
     assert shown.startswith('<p class="note">How many ratings each dimension received.</p>')
     assert "<td>believability</td>" in shown and "<td>170</td>" in shown
     # In the order of the list: after every section of the default report.
@@ -62,28 +86,19 @@ def test_a_new_statistic_is_one_section_object_computed_written_and_shown(study,
     assert "ratings_per_dimension" not in default.tables()
 
 
-def test_a_section_reads_only_the_earlier_sections_it_names_and_the_list_is_checked(study):
+def test_a_section_reads_only_the_earlier_sections_it_names_and_the_list_is_checked(
+        study, extended, extended_page):
     """A section gets the results it declares in ``needs``; a list without one of them, or
     with it later, is refused when the report is built, not halfway through the page."""
-    def most_rated(inputs, needed) -> str:
-        agreement = needed["agreement"]
-        return agreement.loc[agreement["ratings"].idxmax(), "dimension"]
-
-    def shown(result, needed, inputs, text) -> str:
-        assert set(needed) == {"agreement"}
-        return section("Most rated", note(result))
-
-    mine = Section("most_rated", most_rated, shown, table=False, needs=("agreement",))
-    report = build_report(study, no_model(), Tally(), bootstrap=0, sections=SECTIONS + (mine,))
-    assert report.most_rated == "believability"
-    assert '<h2>Most rated</h2><p class="note">believability</p>' in report.html()
+    assert extended.most_rated == "believability"
+    assert '<h2>Most rated</h2><p class="note">believability</p>' in extended_page.read_text()
 
     without_paired = tuple(s for s in SECTIONS if s.name != "paired")
     with pytest.raises(ValueError, match="'human_vs_model' needs paired, which must come "
                                          "before it"):
         build_report(study, no_model(), Tally(), bootstrap=0, sections=without_paired)
     with pytest.raises(ValueError, match="'most_rated' needs agreement"):
-        build_report(study, no_model(), Tally(), bootstrap=0, sections=(mine, *SECTIONS))
+        build_report(study, no_model(), Tally(), bootstrap=0, sections=(MOST_RATED, *SECTIONS))
 
 
 def test_importing_the_report_sets_up_no_plotting_until_a_plot_is_drawn():
