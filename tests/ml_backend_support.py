@@ -19,15 +19,13 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import TLS
 from sotopia_ls.labelstudio import server
 from sotopia_ls.ml_backend.commands import backend_env
 
 REPO = Path(__file__).resolve().parents[1]
 AUTH = ("backend-user", "backend-password-1")
 AUTH_SETTINGS = {"ML_SERVER_BASIC_AUTH_USER": AUTH[0], "ML_SERVER_BASIC_AUTH_PASS": AUTH[1]}
-# httpx makes a TLS context for each call not given one, reading every CA certificate (~50 ms
-# of CPU): made once here for the hundreds of calls, all over plain HTTP to 127.0.0.1.
-TLS = httpx.create_ssl_context()  # as study_support.TLS
 
 
 @dataclass

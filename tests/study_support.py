@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine, func, select, update
 
-from conftest import results_of
+from conftest import TLS, results_of
 from prolific_stand_in import running
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
 from sotopia_ls.importer import load_episodes
@@ -42,10 +42,6 @@ NO_SLOTS = "N0SL0TS"
 BOOT = re.compile(r'<script type="application/json" id="boot">(.*?)</script>', re.S)
 CSRF_FIELD = re.compile(r'name="csrf" value="([^"]+)"')
 
-
-# One for every client of the tests: a new httpx client otherwise loads the CA bundle anew
-# (~50 ms of CPU), though every address here is plain HTTP.
-TLS = httpx.create_ssl_context()
 
 
 def prolific_id() -> str:
