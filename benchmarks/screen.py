@@ -99,6 +99,9 @@ COLUMNS = (".sotopia-episode", ".sotopia-evaluation")
 # Submit's bar: its outermost ancestor no taller than this (a bar, not the editor around it).
 BAR_PX = 100
 GRID_PX = 10
+# --quick: each point is a hit test, the costliest part of the run in Chromium; a sixteenth of
+# them is enough for the check that the benchmark still runs.
+QUICK_GRID_PX = 40
 SCROLLERS = {"window": "window", "div.sotopia-episode": "episode column"}
 
 # Run in every page before its own scripts: the scroll listener; the moment of each click,
@@ -289,7 +292,7 @@ def _submit(page: Page) -> None:
 
 
 def _episode(page: Page, answer: dict[str, str], number: int,
-             dialogs: list[int]) -> EpisodeFigures:
+             dialogs: list[int], grid_px: int) -> EpisodeFigures:
     """One episode, from its page ready until Submit is pressed (the next page not awaited)."""
     page.wait_for_function("() => window.__screen && window.__screen.readyAt", timeout=120_000)
     ready_ms, transferred_kb = page.evaluate(LOADED)
@@ -298,7 +301,7 @@ def _episode(page: Page, answer: dict[str, str], number: int,
         ".map(turn => turn.text)", DIALOGUE)
     page.evaluate(SETTLED)
     page.evaluate("() => window.__screen.reset()")
-    used = [CONTENT, SUBMIT, BAR_PX, GRID_PX]
+    used = [CONTENT, SUBMIT, BAR_PX, grid_px]
     used_top = page.evaluate(USED, used)
     edges = page.evaluate(COLUMN_EDGES, list(COLUMNS))
     dialogs_before = len(dialogs)
@@ -321,7 +324,8 @@ def _episode(page: Page, answer: dict[str, str], number: int,
     return figures
 
 
-def participate(browser: Browser, url: str, answers: list[dict[str, str]]) -> list[EpisodeFigures]:
+def participate(browser: Browser, url: str, answers: list[dict[str, str]],
+                grid_px: int = GRID_PX) -> list[EpisodeFigures]:
     """One participant from the Prolific link to the completion page; each episode's figures."""
     context = browser.new_context(viewport=VIEWPORT)
     context.add_init_script(WATCH)
@@ -340,7 +344,7 @@ def participate(browser: Browser, url: str, answers: list[dict[str, str]]) -> li
         page.wait_for_url(re.compile(r"/rate$"))
         shown: list[EpisodeFigures] = []
         for number, answer in enumerate(answers, start=1):
-            shown.append(_episode(page, answer, number, dialogs))
+            shown.append(_episode(page, answer, number, dialogs, grid_px))
             if page.url.endswith("/done"):
                 break
         return shown
@@ -356,25 +360,27 @@ class Figures:
     """Every participant's episodes; ``rounds`` participants, each rating every episode."""
 
     rounds: int
+    grid_px: int
     episodes: list[EpisodeFigures] = field(default_factory=list)
     seconds: float = 0.0
 
 
-def measure_screen(rounds: int = 3, episodes: int = 3) -> Figures:
+def measure_screen(rounds: int = 3, episodes: int = 3, grid_px: int = GRID_PX) -> Figures:
     """``rounds`` scripted participants, one after another, each rating ``episodes`` sample
-    episodes on fresh servers; see the module's docstring."""
+    episodes on fresh servers, the viewport used read on a grid ``grid_px`` apart; see the
+    module's docstring."""
     if not CHROMIUM.exists():
         raise RuntimeError(f"Chromium is not installed at {CHROMIUM}")
     answers = _answers()
     with serving(rounds, episodes) as url, sync_playwright() as playwright:
-        figures = Figures(rounds)
+        figures = Figures(rounds, grid_px)
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS,
                                              headless=True)
         begun = time.perf_counter()
         try:
             for round_ in range(rounds):
                 mine = [answers[(round_ * episodes + n) % len(answers)] for n in range(episodes)]
-                figures.episodes += participate(browser, url, mine)
+                figures.episodes += participate(browser, url, mine, grid_px)
         finally:
             browser.close()
         figures.seconds = time.perf_counter() - begun
@@ -419,7 +425,7 @@ def rows(figures: Figures) -> list[dict[str, Any]]:
          "figures": f"{_spread([e.scroll_px for e in shown], ' px')}: {each}; by episode "
                     f"({'/'.join(map(str, by_words))} words): {per_episode} px"},
         {"benchmark": "screen: viewport used", "size": size,
-         "figures": f"{_spread([e.used_top * 100 for e in shown], '%')} as the page opens, "
+         "figures": f"points {figures.grid_px} px apart: {_spread([e.used_top * 100 for e in shown], '%')} as the page opens, "
                     f"{_spread([e.used_last * 100 for e in shown], '%')} with the last dimension "
                     f"in view; the two columns {_spread([e.columns_px for e in shown], ' px')} of "
                     f"{VIEWPORT['width']:,} wide, {_spread([e.right_px for e in shown], ' px')} "

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pandas as pd
 import pytest
 from browser import CHROMIUM, fresh_page, launched_chromium, log_in
@@ -48,7 +47,7 @@ from sotopia_ls.study.serving.assets import CACHE_ENV
 REPO = Path(__file__).resolve().parents[1]
 # One TLS context for every HTTP client and call of the tests: httpx otherwise reads the whole CA
 # bundle for each (~50 ms of CPU), though every address here is plain HTTP on 127.0.0.1.
-TLS = httpx.create_ssl_context()
+TLS = server.tls()
 # The gateways the tests start write their gzipped static files here, once for every worker,
 # rather than into the user's cache folder.
 os.environ.setdefault(CACHE_ENV, str(Path(tempfile.gettempdir()) / "sotopia-ls-tests-static"))

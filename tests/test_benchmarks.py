@@ -101,6 +101,8 @@ def test_every_benchmark_runs_at_quick_sizes(part: str, request: pytest.FixtureR
     assert "FAILED" not in run.stdout
     shown = {"live-export": "live export"}.get(part, part)
     assert f"{shown}: " in run.stdout, f"no row for {part}"
+    if part == "screen":  # the quick look at the viewport: a sixteenth of the hit tests
+        assert "points 40 px apart: " in run.stdout
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import ssl
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sotopia_ls.labelstudio.client import Client, Project, create_project, find_project
+from sotopia_ls.labelstudio.server import answers_up, tls
 
 REPO = Path(__file__).resolve().parents[1]
 BOUNDARY = "sotopia_ls/labelstudio/"
@@ -38,6 +40,21 @@ def test_a_project_is_the_package_s_own_frozen_record(ls_client: Client, project
     assert "Believability" in made.expert_instruction
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.title = "renamed"  # type: ignore[misc]
+
+
+def test_the_package_s_label_studio_clients_read_the_ca_bundle_once(monkeypatch):
+    # Each Label Studio client, server poll and gateway start would otherwise build its own
+    # TLS context from the CA bundle (tens of ms of CPU each, in every command and request).
+    tls()
+    made: list[object] = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context",
+                        lambda *args, **kwargs: made.append(args) or real(*args, **kwargs))
+    clients = [Client(base_url="http://127.0.0.1:9", api_key="k" * 40) for _ in range(2)]
+    assert not answers_up("http://127.0.0.1:9", timeout=0.5)
+    assert made == []
+    assert clients[0]._client_wrapper.httpx_client.httpx_client is not \
+        clients[1]._client_wrapper.httpx_client.httpx_client  # one client each, one context
 
 
 # --- layers: a static import graph of the package -------------------------------------------

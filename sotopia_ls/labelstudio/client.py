@@ -35,7 +35,7 @@ from ..errors import (
     keep_secret,
     redacted,
 )
-from .server import demo_login
+from .server import demo_login, tls
 from .tasks import EPISODE_ID
 
 
@@ -45,7 +45,15 @@ class Client(LabelStudioBase):
     the server's default ``fields="task_only"`` unless told otherwise. Built on the SDK's
     base client since ``LabelStudio`` also imports its labeling-config and pandas export helpers
     (boto3, jsf, pandas: a second of CPU at each process start). ``connect`` makes one; a test
-    may make one directly (``Client(base_url=…, api_key=…)``) for a server it knows is there."""
+    may make one directly (``Client(base_url=…, api_key=…)``) for a server it knows is there.
+    Its HTTP client is the SDK's default (60 s, redirects as the SDK follows them) on the one
+    TLS context ``tls`` keeps, unless one is given."""
+
+    def __init__(self, *, base_url: str, api_key: str, timeout: float = 60,
+                 httpx_client: httpx.Client | None = None) -> None:
+        super().__init__(base_url=base_url, api_key=api_key, timeout=timeout,
+                         httpx_client=httpx_client or httpx.Client(
+                             timeout=timeout, follow_redirects=True, verify=tls()))
 
     @cached_property
     def tasks(self) -> _Tasks:
@@ -414,7 +422,7 @@ def add_annotators(client: Client, emails: Sequence[str], password: str) -> dict
         made[email] = email.lower() not in present
         if not made[email]:
             continue
-        with httpx.Client(timeout=60) as browser, sdk_errors(f"signing up {email}"):
+        with httpx.Client(timeout=60, verify=tls()) as browser, sdk_errors(f"signing up {email}"):
             browser.get(signup).raise_for_status()
             answer = browser.post(signup, headers={"Referer": signup}, data={
                 "email": email, "password": password,

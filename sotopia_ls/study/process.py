@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from ..errors import StudyError
-from ..labelstudio.server import free_port
+from ..labelstudio.server import free_port, tls
 
 SOTOPIA_LS = Path(sys.executable).with_name("sotopia-ls")
 
@@ -60,7 +60,7 @@ def start_gateway(study_file: Path, env: Mapping[str, str], *, port: int | None 
         )
     running = GatewayProcess(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2) as http:  # one client: each new one costs ~50 ms of CPU
+    with httpx.Client(timeout=2, verify=tls()) as http:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise StudyError(f"the gateway exited with code {process.returncode}; "
