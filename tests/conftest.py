@@ -83,8 +83,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> FileOrTestSc
 
 
 # A test is marked for what its fixtures start, so that the developer subset
-# (``-m "not slow and not postgres and not browser and not server"``) leaves it out even when
-# only a fixture, not the test, says so.
+# (``-m "not slow and not postgres and not browser and not server and not report"``) leaves it
+# out even when only a fixture, not the test, says so.
 MARKED_BY_FIXTURE = {"label_studio": "server", "browser": "browser"}
 
 

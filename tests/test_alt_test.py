@@ -165,6 +165,7 @@ def test_too_few_third_raters_says_how_many_episodes_need_one():
     assert table.loc[("1", "goal"), "third_raters_needed"] == 20
 
 
+@pytest.mark.report
 def test_the_report_says_which_judge_passes_and_how_many_episodes_need_a_third_rater(
         sample_data, tmp_path):
     study = read_study(sample_data)

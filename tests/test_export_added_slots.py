@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 from conftest import invoke, with_meta
 
 from sotopia_ls.exporter.commands import report_command
 from sotopia_ls.labelstudio.tasks import ADDED_SLOTS
+
+pytestmark = pytest.mark.report
 
 
 def test_the_report_says_how_many_annotations_came_from_added_slots(export_file, tmp_path):

@@ -42,6 +42,7 @@ def test_identities_are_kept_when_asked(export_file, tmp_path):
         "rater1@lab.test", "rater2@lab.test"}
 
 
+@pytest.mark.report
 def test_the_report_reads_the_same_file_or_the_export_just_written(export_file, tmp_path):
     result = invoke(report_command, "--from-file", str(export_file), "-o", str(tmp_path / "r"))
     assert result.exit_code == 0, result.output
@@ -117,6 +118,7 @@ def test_report_options_that_would_do_nothing_are_refused(export_file, tmp_path,
     assert not (tmp_path / "report").exists()
 
 
+@pytest.mark.report
 def test_a_reference_export_qualifies_annotators(export_file, tmp_path):
     gold = tmp_path / "gold"
     assert invoke(export_command, "--from-file", str(export_file), "-o", str(gold)).exit_code == 0

@@ -121,6 +121,7 @@ def test_a_malformed_review_mark_is_one_line_naming_the_task_and_field(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.report
 def test_the_report_shows_the_decisions_only_when_there_are_any(export_file, tmp_path):
     unmarked = invoke(report_command, "--from-file", str(export_file), "-o",
                       str(tmp_path / "plain"), "--bootstrap", "0")

@@ -90,6 +90,7 @@ def test_a_missing_optional_library_is_one_line_naming_the_install_command(
                            f"{install}\n")
 
 
+@pytest.mark.report
 def test_without_ppi_python_the_report_is_written_and_says_how_to_add_the_model_means(
     tmp_path: Path,
 ) -> None:

@@ -19,6 +19,8 @@ from sotopia_ls.report.plots import ALPHA_CHART_ALT, DPI, alpha_chart, png, pypl
 
 from conftest import invoke, read_study, sections_named
 
+pytestmark = pytest.mark.report
+
 
 @pytest.fixture(scope="module")
 def study(sample_data) -> pd.DataFrame:

@@ -12,6 +12,8 @@ from sotopia_ls.exporter import Tally
 from sotopia_ls.report.build import Report, build_report
 from sotopia_ls.report.plots import pyplot, scatter_chart
 
+pytestmark = pytest.mark.report
+
 TAG = "otree_pilot_2026-11_gpt-4o-mini-2024-07-18_vs_Meta-Llama-3.1-8B-Instruct-Turbo"
 WINDOW = {"width": 1440, "height": 900}
 PILOT = 5  # episodes people rated

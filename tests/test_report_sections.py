@@ -22,6 +22,8 @@ from sotopia_ls.statistics.reliability import category_counts
 
 from conftest import read_study, sections_named
 
+pytestmark = pytest.mark.report
+
 
 @pytest.fixture(scope="module")
 def study(sample_data) -> pd.DataFrame:

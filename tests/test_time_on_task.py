@@ -147,6 +147,7 @@ def recorded_id(recorded: dict, assignment_id: int) -> int:
     return next(annotation for annotation, row in recorded.items() if row.id == assignment_id)
 
 
+@pytest.mark.report
 def test_a_report_of_an_export_without_the_study_says_why_it_shows_no_time_on_task(
         export_file, tmp_path):
     out, report = tmp_path / "out", tmp_path / "report"
