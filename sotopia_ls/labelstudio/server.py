@@ -112,8 +112,8 @@ def demo_login(data_dir: Path | None = None) -> DemoLogin | None:
 
 @cache
 def tls() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi's CA bundle), made once: a new client otherwise
-    reads the bundle again, ~50 ms of CPU for every server poll and SDK client."""
+    """httpx's default TLS context (certifi's CA bundle), made once: each new client, server
+    poll and SDK client would otherwise read the whole bundle again."""
     return httpx.create_ssl_context()
 
 
