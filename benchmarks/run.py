@@ -206,7 +206,7 @@ def backend_rows(tasks: int) -> list[dict]:
 @click.option("--live-tasks", default=5_000, show_default=True,
               help="Tasks in the project of the live-export benchmark.")
 @click.option("--backend-tasks", default=1000, show_default=True, help="Tasks for the backend benchmark.")
-@click.option("--database", type=click.Choice(servers.DATABASES), default="sqlite", show_default=True,
+@click.option("--database", type=click.Choice(servers.migrated.DATABASES), default="sqlite", show_default=True,
               help="Label Studio's database for the import and live-export benchmarks.")
 @click.option("--study-participants", type=click.IntRange(min=1),
               help="Participants of the study gateway's burst or paced scenario  [default: 200 "

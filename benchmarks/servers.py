@@ -22,9 +22,8 @@ from sotopia_ls.labelstudio.client import Client
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_SCRIPT = REPO / "scripts" / "postgres"
-DATABASES = ("sqlite", "postgresql")
-# The migrated databases, one per label-studio release, shared with the tests' servers.
-CACHE = REPO / "var" / "test-cache"
+# Label Studio's migrated databases as SQL, checked in beside the tests that also use them.
+MIGRATED = REPO / "tests" / "migrated"
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -65,18 +64,19 @@ def label_studio(database: str = "sqlite") -> Iterator[Running]:
 @contextmanager
 def started(data_dir: Path, database: str = "sqlite"
             ) -> Iterator[tuple[server.LocalServer, dict[str, str]]]:
-    """Label Studio serving from ``data_dir`` on a copy of a migrated database (``migrated``)
+    """Label Studio serving from ``data_dir`` on a database restored from a migrated one's dump
     and, on PostgreSQL, a cluster of its own; the cluster's settings ({} on SQLite)."""
-    if database not in DATABASES:
-        raise ValueError(f"database must be one of {', '.join(DATABASES)}, got {database!r}")
+    if database not in migrated.DATABASES:
+        raise ValueError(f"database must be one of {', '.join(migrated.DATABASES)}, "
+                         f"got {database!r}")
     credentials = server.Credentials(
         username="bench@example.com", password=uuid.uuid4().hex, api_key=uuid.uuid4().hex
     )
     with ExitStack() as stack:
         if database == "postgresql":
             settings = stack.enter_context(postgres())
-            migrated.postgresql(settings, CACHE)
+            migrated.postgresql(settings, MIGRATED)
         else:
             settings = {}
-            migrated.sqlite(data_dir, CACHE)
+            migrated.sqlite(data_dir, MIGRATED)
         yield stack.enter_context(server.start(data_dir, credentials, extra_env=settings)), settings

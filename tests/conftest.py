@@ -1,12 +1,12 @@
 """Session fixtures: one real Label Studio server for each pytest process (each worker, when
 scripts/test runs the suite in parallel with pytest-xdist).
 
-The server runs from a temporary SQLite data directory (its database copied from one migrated
-once, see ``migrated``) on 127.0.0.1 and a free port. Projects made by tests are titled
-``test_<uuid>``; they go with the server's temporary folder (deleting them one by one at the
-end was work for nothing). Whatever the processes share in the
-repository (the side environments ``.venv-ml`` and ``.venv-sotopia``, the migrated database)
-is made under a file lock.
+The server runs from a temporary SQLite data directory (its database restored from the
+checked-in dump of a migrated one, see ``migrated``) on 127.0.0.1 and a free port. Projects
+made by tests are titled ``test_<uuid>``; they go with the server's temporary folder (deleting
+them one by one at the end was work for nothing). Whatever the processes share in the
+repository (the side environments ``.venv-ml`` and ``.venv-sotopia``) is made under a file
+lock.
 """
 
 from __future__ import annotations
@@ -119,13 +119,13 @@ def made_once(shared: Path) -> Iterator[None]:
         yield
 
 
-# Label Studio's migrated databases (one per release), kept between runs.
-LABEL_STUDIO_CACHE = REPO / "var" / "test-cache"
+# Label Studio's migrated databases as SQL, one per release and database, checked in.
+MIGRATED = REPO / "tests" / "migrated"
 
 
 def migrated(data_dir: Path) -> Path:
-    """``data_dir`` holding a copy of a SQLite database Label Studio has already migrated."""
-    return migrated_database.sqlite(data_dir, LABEL_STUDIO_CACHE)
+    """``data_dir`` holding a SQLite database as Label Studio's migrations leave it."""
+    return migrated_database.sqlite(data_dir, MIGRATED)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import sqlite3
 import ssl
 import subprocess
 from functools import cache
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MIGRATED
+from sotopia_ls.labelstudio import migrated
 from sotopia_ls.labelstudio.client import Client, Project, create_project, find_project
-from sotopia_ls.labelstudio.server import answers_up, tls
+from sotopia_ls.labelstudio.server import LocalServer, answers_up, tls
 
 REPO = Path(__file__).resolve().parents[1]
 BOUNDARY = "sotopia_ls/labelstudio/"
@@ -40,6 +43,24 @@ def test_a_project_is_the_package_s_own_frozen_record(ls_client: Client, project
     assert "Believability" in made.expert_instruction
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.title = "renamed"  # type: ignore[misc]
+
+
+@pytest.mark.server
+def test_the_checked_in_databases_hold_every_migration_of_the_installed_label_studio(
+        label_studio: LocalServer):
+    """The session's server started on the SQLite dump: had the dump missed a migration of the
+    installed release, Label Studio would have applied it then. Both dumps record the same."""
+    dumps = [migrated.dump_path(MIGRATED, database) for database in migrated.DATABASES]
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", *map(str, dumps)], cwd=REPO,
+                             capture_output=True, text=True)
+    stale = ("; delete tests/migrated/*.sql, run the suite (its first servers migrate and "
+             "write new dumps there) and commit them")
+    assert tracked.returncode == 0, tracked.stderr + stale
+    database = label_studio.log_path.parent / migrated.DATABASE_FILE
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as running:
+        applied = set(running.execute("SELECT app, name FROM django_migrations"))
+    assert applied == migrated.applied_migrations(dumps[0]), stale
+    assert applied == migrated.applied_migrations(dumps[1]), stale
 
 
 def test_the_package_s_label_studio_clients_read_the_ca_bundle_once(monkeypatch):

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import LABEL_STUDIO_CACHE, invoke, results_of
+from conftest import MIGRATED, invoke, results_of
 from study_support import Participant, answers, gateway_env, make_study, study_project
 from sotopia_ls.cli import main
 from sotopia_ls.dimensions import AGENTS, DIMENSION_KEYS, RUBRIC
@@ -96,7 +96,7 @@ def on_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnPostgres
             username="pg-tester@example.com", password="test-password-1", api_key=uuid.uuid4().hex
         )
         data_dir = tmp_path_factory.mktemp("label-studio-postgres")
-        migrated_database.postgresql(settings, LABEL_STUDIO_CACHE)
+        migrated_database.postgresql(settings, MIGRATED)
         with server.start(data_dir, credentials, extra_env=settings) as running:
             client = Client(base_url=running.url, api_key=credentials.api_key)
             yield OnPostgres(client, settings, running)

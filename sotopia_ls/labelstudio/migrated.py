@@ -1,17 +1,20 @@
-"""Label Studio's database migrated once, for servers started again and again (the tests and
-the benchmarks): migrations are most of a fresh server's start (~45 s of CPU). The migrated
-database is kept in a cache folder per label-studio release, made under a file lock so that
-parallel processes never make it twice; each server starts on a copy of it, and its first start
-still creates the user and API token, as on an empty database.
+"""Label Studio's database as its migrations leave it, for servers started again and again (the
+tests and the benchmarks): migrations are most of a fresh server's start (~45 s of CPU). Each
+release's migrated database is kept as SQL text in a folder of dumps (the repository checks
+them in), one for SQLite and one for PostgreSQL; a server starts on a database restored from
+its dump. A missing dump is made once, by migrating, under a file lock so that parallel
+processes never make it twice. Label Studio still checks its migrations at every start, and
+its first start still creates the user and API token, as on an empty database.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
+import sqlite3
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from pathlib import Path
 
@@ -21,47 +24,74 @@ from ..errors import LabelStudioError
 from .server import QUIET, label_studio_command
 
 DATABASE_FILE = "label_studio.sqlite3"
+DATABASES = ("sqlite", "postgresql")
 
 
-def sqlite(data_dir: Path, cache: Path) -> Path:
-    """``data_dir`` holding a copy of the migrated SQLite database."""
-    template = _cached(cache, "sqlite3")
-    with FileLock(f"{template}.lock"):
-        if not template.exists():
-            with tempfile.TemporaryDirectory(dir=cache) as work:
-                _migrate(work, {})
-                (Path(work) / DATABASE_FILE).rename(template)
+def dump_path(dumps: Path, database: str) -> Path:
+    """The installed label-studio release's dump of ``database`` (one of ``DATABASES``)."""
+    return dumps / f"label-studio-{version('label-studio')}.{database}.sql"
+
+
+def sqlite(data_dir: Path, dumps: Path) -> Path:
+    """``data_dir`` holding a SQLite database restored from the migrated one's dump."""
+    def make(work: Path) -> str:
+        _migrate(work, {})
+        with sqlite3.connect(work / DATABASE_FILE) as made:
+            return "\n".join(made.iterdump()) + "\n"
+
+    script = _dumped(dumps, "sqlite", make).read_text(encoding="utf-8")
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    shutil.copyfile(template, data_dir / DATABASE_FILE)
+    (data_dir / DATABASE_FILE).unlink(missing_ok=True)
+    with sqlite3.connect(data_dir / DATABASE_FILE) as database:
+        database.executescript(script)
+    database.close()
     return data_dir
 
 
-def postgresql(settings: Mapping[str, str], cache: Path) -> None:
+def postgresql(settings: Mapping[str, str], dumps: Path) -> None:
     """Label Studio's tables in the empty PostgreSQL database ``settings`` name (its
-    ``POSTGRE_*`` variables): the first caller migrates its own database and dumps it into the
-    cache, the later ones restore that dump (one ``psql`` run, ~1 s)."""
-    dump = _cached(cache, "postgresql.sql")
-    with FileLock(f"{dump}.lock"):
-        if not dump.exists():
-            with tempfile.TemporaryDirectory(dir=cache) as work:
-                _migrate(work, settings)
-                made = Path(work) / dump.name
-                _postgres_tool("pg_dump", settings, "--no-owner", "--no-privileges", "-f",
-                               str(made))
-                made.rename(dump)
-            return
+    ``POSTGRE_*`` variables), restored from the migrated one's dump by one ``psql`` run."""
+    def make(work: Path) -> str:
+        _migrate(work, settings)
+        _postgres_tool("pg_dump", settings, "--no-owner", "--no-privileges",
+                       "-f", str(work / "dump.sql"))
+        return (work / "dump.sql").read_text(encoding="utf-8")
+
+    dump = _dumped(dumps, "postgresql", make)
     _postgres_tool("psql", settings, "--quiet", "-v", "ON_ERROR_STOP=1", "-f", str(dump))
 
 
-def _cached(cache: Path, suffix: str) -> Path:
-    cache.mkdir(parents=True, exist_ok=True)
-    return cache / f"label-studio-{version('label-studio')}.{suffix}"
+def applied_migrations(dump: Path) -> set[tuple[str, str]]:
+    """The (app, migration) pairs a dump records as applied, from either database's dump."""
+    text = dump.read_text(encoding="utf-8")
+    pairs = re.findall(r"""INSERT INTO "django_migrations" VALUES\(\d+,'([^']*)','([^']*)'""",
+                       text)
+    copy = re.search(r"COPY public\.django_migrations \(id, app, name, applied\) FROM stdin;\n"
+                     r"(.*?)\n\\\.", text, re.DOTALL)
+    if copy:
+        pairs += [tuple(row.split("\t")[1:3]) for row in copy.group(1).splitlines()]
+    return set(pairs)
 
 
-def _migrate(data_dir: str, settings: Mapping[str, str]) -> None:
+def _dumped(dumps: Path, database: str, make: Callable[[Path], str]) -> Path:
+    """The dump, made by ``make`` (in a folder of its own) when the folder lacks it."""
+    dump = dump_path(dumps, database)
+    if dump.exists():  # written whole by a rename, so present means complete
+        return dump
+    dumps.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{dump}.lock"):
+        if not dump.exists():
+            with tempfile.TemporaryDirectory(dir=dumps) as work:
+                made = Path(work) / dump.name
+                made.write_text(make(Path(work)), encoding="utf-8")
+                made.rename(dump)
+    return dump
+
+
+def _migrate(data_dir: Path, settings: Mapping[str, str]) -> None:
     """``label-studio version`` migrates the database and exits."""
     _run([label_studio_command(), "version"],
-         {"LABEL_STUDIO_BASE_DATA_DIR": data_dir, **QUIET, **settings})
+         {"LABEL_STUDIO_BASE_DATA_DIR": str(data_dir), **QUIET, **settings})
 
 
 def _postgres_tool(name: str, settings: Mapping[str, str], *args: str) -> None:
