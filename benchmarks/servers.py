@@ -22,7 +22,7 @@ from sotopia_ls.labelstudio.client import Client
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_SCRIPT = REPO / "scripts" / "postgres"
-# Label Studio's migrated databases as SQL, checked in beside the tests that also use them.
+# PostgreSQL's migrated database as SQL, checked in beside the tests that also use it.
 MIGRATED = REPO / "tests" / "migrated"
 
 
@@ -78,5 +78,5 @@ def started(data_dir: Path, database: str = "sqlite"
             migrated.postgresql(settings, MIGRATED)
         else:
             settings = {}
-            migrated.sqlite(data_dir, MIGRATED)
+            migrated.sqlite(data_dir)
         yield stack.enter_context(server.start(data_dir, credentials, extra_env=settings)), settings

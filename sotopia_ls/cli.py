@@ -35,7 +35,7 @@ from .folders import replaced_folder, write_file
 from .importer import FORMATS, LoadResult, load_episodes
 from .importer.load import parse_agent_models, with_agent_models
 from .judge import MAX_REASONING_CHARS, LLMJudge
-from .labelstudio import server
+from .labelstudio import migrated, server
 from .labelstudio.client import add_annotators, address, connect, invite_links
 from .labelstudio.push import (
     DEFAULT_BATCH_SIZE,
@@ -374,7 +374,10 @@ def up_command(
         result = load_episodes(paths)
         _echo_load(result)
         result.raise_on_problems()
-        click.echo(f"starting Label Studio on http://{host}:{port} (first start takes a minute)…")
+        fresh = (not (data_dir / migrated.DATABASE_FILE).exists()
+                 and not migrated.restore_sqlite(data_dir))
+        first = " (its first start migrates a new database: a minute)" if fresh else ""
+        click.echo(f"starting Label Studio on http://{host}:{port}{first}…")
         with _stopped_by_signals():
             running = server.start(data_dir, credentials, host=host, port=port,
                                    allow_local_ml_backends=allow_local_backends,

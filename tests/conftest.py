@@ -119,13 +119,14 @@ def made_once(shared: Path) -> Iterator[None]:
         yield
 
 
-# Label Studio's migrated databases as SQL, one per release and database, checked in.
+# PostgreSQL's migrated database as SQL, one per label-studio release (SQLite's is the
+# package's own, migrated_database.DUMPS).
 MIGRATED = REPO / "tests" / "migrated"
 
 
 def migrated(data_dir: Path) -> Path:
     """``data_dir`` holding a SQLite database as Label Studio's migrations leave it."""
-    return migrated_database.sqlite(data_dir, MIGRATED)
+    return migrated_database.sqlite(data_dir)
 
 
 @pytest.fixture(scope="session")

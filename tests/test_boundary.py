@@ -50,17 +50,43 @@ def test_the_checked_in_databases_hold_every_migration_of_the_installed_label_st
         label_studio: LocalServer):
     """The session's server started on the SQLite dump: had the dump missed a migration of the
     installed release, Label Studio would have applied it then. Both dumps record the same."""
-    dumps = [migrated.dump_path(MIGRATED, database) for database in migrated.DATABASES]
+    dumps = [migrated.dump_path(migrated.DUMPS, "sqlite"),
+             migrated.dump_path(MIGRATED, "postgresql")]
     tracked = subprocess.run(["git", "ls-files", "--error-unmatch", *map(str, dumps)], cwd=REPO,
                              capture_output=True, text=True)
-    stale = ("; delete tests/migrated/*.sql, run the suite (its first servers migrate and "
-             "write new dumps there) and commit them")
+    stale = ("; delete the dumps, run the suite (its first servers migrate and write new "
+             "ones) and commit them")
     assert tracked.returncode == 0, tracked.stderr + stale
     database = label_studio.log_path.parent / migrated.DATABASE_FILE
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as running:
         applied = set(running.execute("SELECT app, name FROM django_migrations"))
     assert applied == migrated.applied_migrations(dumps[0]), stale
     assert applied == migrated.applied_migrations(dumps[1]), stale
+
+
+def test_a_new_data_folder_gets_the_migrated_database_whole_and_an_old_one_keeps_its_own(
+        tmp_path: Path):
+    new = tmp_path / "new"
+    assert migrated.restore_sqlite(new)
+    database = new / migrated.DATABASE_FILE
+    with sqlite3.connect(database) as restored:
+        applied = set(restored.execute("SELECT app, name FROM django_migrations"))
+    assert applied == migrated.applied_migrations(migrated.dump_path(migrated.DUMPS, "sqlite"))
+    assert [path.name for path in new.iterdir()] == [migrated.DATABASE_FILE]
+
+    kept = database.read_bytes()
+    assert not migrated.restore_sqlite(new)
+    assert database.read_bytes() == kept
+    # Another release (no dump for it): Label Studio migrates at its first start.
+    assert not migrated.restore_sqlite(tmp_path / "other", dumps=tmp_path / "no-dumps")
+    assert not (tmp_path / "other" / migrated.DATABASE_FILE).exists()
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    migrated.dump_path(broken, "sqlite").write_text("CREATE TABLE half (x);\nNOT SQL;\n")
+    with pytest.raises(sqlite3.Error):
+        migrated.restore_sqlite(tmp_path / "half", dumps=broken)
+    assert list((tmp_path / "half").iterdir()) == []
 
 
 def test_the_package_s_label_studio_clients_read_the_ca_bundle_once(monkeypatch):

@@ -3,8 +3,10 @@
 The wheel is built from a copy of the working tree, installed into a new virtual environment,
 and run from an empty folder: the labeling config, the sample episodes and the demo all come
 from the installed package, every file the commands write lands in that folder, and nothing
-but the interpreter's byte code is written into site-packages. The demo's database is migrated
-beforehand where `up` keeps it (a fresh one is migrated by the demo's own test).
+but the interpreter's byte code is written into site-packages. The wheel holds Label Studio's
+migrated database; since this environment runs the checkout's label-studio rather than one of
+its own, the demo's is restored beforehand where `up` keeps it (`up` restores it itself where
+label-studio is installed beside the package: the demo's own test).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import migrated
+
 from study_support import EDITOR, one_rating_served, study_project
 from sotopia_ls.config import labeling_config
 from sotopia_ls.extras import installer, new_environment, uv
+from sotopia_ls.labelstudio import migrated as migrated_database
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
 from sotopia_ls.study.serving.editor import EDITOR_DIR_ENV, RELEASE_FILE
@@ -120,6 +123,9 @@ def test_the_installed_package_runs_from_an_empty_folder(installed, tmp_path):
     assert (work / "tasks.json").stat().st_size > 0
 
     port = free_port()
+    shipped = site_packages / "sotopia_ls" / "labelstudio" / "databases"
+    assert [path.name for path in shipped.iterdir()] == [
+        migrated_database.dump_path(migrated_database.DUMPS, "sqlite").name]
     demo_data = migrated(work / "var" / "label-studio")
     demo = run("up", "--no-serve", "--port", str(port))
     assert f"Label Studio is ready: http://127.0.0.1:{port}" in demo.stdout

@@ -1,10 +1,10 @@
-"""Label Studio's database as its migrations leave it, for servers started again and again (the
-tests and the benchmarks): migrations are most of a fresh server's start (~45 s of CPU). Each
-release's migrated database is kept as SQL text in a folder of dumps (the repository checks
-them in), one for SQLite and one for PostgreSQL; a server starts on a database restored from
-its dump. A missing dump is made once, by migrating, under a file lock so that parallel
-processes never make it twice. Label Studio still checks its migrations at every start, and
-its first start still creates the user and API token, as on an empty database.
+"""Label Studio's database as its migrations leave it: migrations are most of a fresh server's
+start (~45 s of CPU). Each release's migrated database is kept as SQL text, SQLite's in the
+package (``DUMPS``: ``up`` starts a new data folder on it) and PostgreSQL's beside the tests;
+a server starts on a database restored from its dump. The tests and benchmarks make a missing
+dump once, by migrating, under a file lock so that parallel processes never make it twice.
+Label Studio still checks its migrations at every start, and its first start still creates
+the user and API token, as on an empty database.
 """
 
 from __future__ import annotations
@@ -15,16 +15,15 @@ import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-
-from filelock import FileLock
 
 from ..errors import LabelStudioError
 from .server import QUIET, label_studio_command
 
 DATABASE_FILE = "label_studio.sqlite3"
 DATABASES = ("sqlite", "postgresql")
+DUMPS = Path(__file__).parent / "databases"
 
 
 def dump_path(dumps: Path, database: str) -> Path:
@@ -32,19 +31,43 @@ def dump_path(dumps: Path, database: str) -> Path:
     return dumps / f"label-studio-{version('label-studio')}.{database}.sql"
 
 
-def sqlite(data_dir: Path, dumps: Path) -> Path:
-    """``data_dir`` holding a SQLite database restored from the migrated one's dump."""
+def restore_sqlite(data_dir: Path, dumps: Path = DUMPS) -> bool:
+    """Give a data folder without a database the installed release's migrated one; whether it
+    did (not without a dump for that release, nor where label-studio is not installed beside
+    this package: Label Studio then migrates at its first start).
+    The database appears whole or not at all."""
+    try:
+        dump = dump_path(dumps, "sqlite")
+    except PackageNotFoundError:  # label-studio runs from another environment: release unknown
+        return False
+    if (data_dir / DATABASE_FILE).exists() or not dump.exists():
+        return False
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    partial = data_dir / f".{DATABASE_FILE}.partial"
+    partial.unlink(missing_ok=True)
+    database = sqlite3.connect(partial)
+    try:
+        database.executescript(dump.read_text(encoding="utf-8"))
+    except BaseException:
+        database.close()
+        partial.unlink()
+        raise
+    database.close()
+    partial.replace(data_dir / DATABASE_FILE)
+    return True
+
+
+def sqlite(data_dir: Path, dumps: Path = DUMPS) -> Path:
+    """``data_dir`` holding a new SQLite database restored from the migrated one's dump (made
+    first, by migrating, when missing)."""
     def make(work: Path) -> str:
         _migrate(work, {})
         with sqlite3.connect(work / DATABASE_FILE) as made:
             return "\n".join(made.iterdump()) + "\n"
 
-    script = _dumped(dumps, "sqlite", make).read_text(encoding="utf-8")
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _dumped(dumps, "sqlite", make)
     (data_dir / DATABASE_FILE).unlink(missing_ok=True)
-    with sqlite3.connect(data_dir / DATABASE_FILE) as database:
-        database.executescript(script)
-    database.close()
+    restore_sqlite(data_dir, dumps)
     return data_dir
 
 
@@ -78,6 +101,8 @@ def _dumped(dumps: Path, database: str, make: Callable[[Path], str]) -> Path:
     dump = dump_path(dumps, database)
     if dump.exists():  # written whole by a rename, so present means complete
         return dump
+    from filelock import FileLock  # the tests' and benchmarks' dependency, not the package's
+
     dumps.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{dump}.lock"):
         if not dump.exists():
