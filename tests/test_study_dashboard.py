@@ -341,7 +341,7 @@ def test_a_submission_never_waits_for_the_running_agreement(
 
     monkeypatch.setattr(live.LiveFigures, "computed", slow)
     monkeypatch.setattr(live, "CHECK_SECONDS", 0.2)
-    setup = in_process(ls_client, tmp_path, token=None)
+    setup = in_process(ls_client, tmp_path, secrets.token_urlsafe(32))
     with TestClient(setup.app, base_url="http://127.0.0.1") as first, \
             TestClient(setup.app, base_url="http://127.0.0.1") as second:
         rate_all(Participant(first), [1])
@@ -355,6 +355,29 @@ def test_a_submission_never_waits_for_the_running_agreement(
         assert pages, "the submission waited for the running agreement (or failed)"
         wait_for(lambda: (found := live.latest_snapshot(setup.engine, "pilot"))
                  and found.ratings == 2, "snapshot of both ratings")
+
+
+def test_a_gateway_keeps_the_running_agreement_only_for_a_reader_and_status_computes_its_own(
+        ls_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Without a dashboard (nor adaptive raters stopping at a width) nothing in the gateway
+    reads the figures, so it spends no CPU on them; ``study status`` computes them itself."""
+    started: list[live.LiveFigures] = []
+
+    async def run(self: live.LiveFigures) -> None:
+        started.append(self)
+
+    monkeypatch.setattr(live.LiveFigures, "run", run)
+    unread = in_process(ls_client, tmp_path / "unread", token=None)
+    with TestClient(unread.app, base_url="http://127.0.0.1") as http:
+        rate_all(Participant(http), [1])
+    assert started == []
+    assert live.latest_snapshot(unread.engine, "pilot") is None
+    computed = study_status(unread.engine, unread.study, agreement=True).agreement
+    assert computed is not None and computed.ratings == 1
+
+    read = in_process(ls_client, tmp_path / "read", secrets.token_urlsafe(32))
+    with TestClient(read.app, base_url="http://127.0.0.1"):
+        assert len(started) == 1
 
 
 def test_without_its_token_the_dashboard_is_not_there(ls_client: Client, tmp_path: Path,

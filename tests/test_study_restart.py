@@ -1,6 +1,6 @@
 """A gateway killed mid-study loses nothing: leases survive, no slot is given twice, and a
 rating whose save to Label Studio was in flight is in Label Studio exactly once afterwards, and
-the processes computing its running figures end with it.
+the processes computing its running figures (for its dashboard) end with it.
 
 The gateway is a real process (`sotopia-ls study serve`) that reaches Label Studio through a
 local proxy which can hold an annotation request. One participant's rating is recorded and its
@@ -31,6 +31,7 @@ from study_support import (
 from sotopia_ls.labelstudio.client import Client
 from sotopia_ls.labelstudio.server import LocalServer, free_port
 from sotopia_ls.study.process import start_gateway
+from sotopia_ls.study.settings import DASHBOARD_TOKEN_ENV
 from sotopia_ls.study.store import assignments, open_store, participants
 
 pytestmark = pytest.mark.server
@@ -54,7 +55,9 @@ def test_a_gateway_killed_mid_study_restarts_with_every_lease_and_every_rating_o
     study_file.write_text(study.model_dump_json())
     proxy = PausingProxy(label_studio.url)
     port = free_port()
-    env = gateway_env(proxy.url, label_studio.credentials.api_key, SECRET)
+    # With the dashboard on, which reads the running figures the gateway computes.
+    env = {**gateway_env(proxy.url, label_studio.credentials.api_key, SECRET),
+           DASHBOARD_TOKEN_ENV: secrets.token_urlsafe(32)}
     first = start_gateway(study_file, env, port=port)
     people: list[Participant] = []
     try:

@@ -282,8 +282,8 @@ def study_status(engine: Engine, study: StudyFile, *, agreement: bool = False) -
 
 def _running_agreement(engine: Engine, study: StudyFile
                        ) -> tuple[Snapshot | None, str | None]:
-    """The last snapshot a gateway made, else one computed now (not saved: a running gateway
-    keeps the snapshot), else why this install cannot compute it (``figures_unavailable``);
+    """The last snapshot a gateway made (one serving the dashboard or adaptive raters with a
+    target width), else one computed now (not saved: such a gateway keeps the snapshot), else why this install cannot compute it (``figures_unavailable``);
     neither before any rating of an ordinary episode (gold ones are left out)."""
     snapshot = latest_snapshot(engine, study.name)
     if snapshot is not None or not arrivals(engine, study.name)[0]:

@@ -134,6 +134,10 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     throttle = Throttle()  # wrong dashboard tokens by client: the guard refuses those past it
     live = LiveFigures(engine, study, extra=participants_with(flags) if dashboard else None,
                        also=dashboard.refresh if dashboard else None)
+    # The running agreement is kept where this gateway reads it: on the dashboard, and for
+    # adaptive raters that stop at a target width. `study status` computes its own otherwise.
+    figures_read = dashboard is not None or (study.adaptive is not None
+                                             and study.adaptive.target_width is not None)
 
     def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         return templates.TemplateResponse(
@@ -271,12 +275,13 @@ def create_app(gateway: Gateway, *, secret: str, editor: Editor, https_only: boo
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         writing = asyncio.create_task(gateway.writer.run())
-        figuring = asyncio.create_task(live.run())
+        figuring = asyncio.create_task(live.run()) if figures_read else None
         try:
             yield
         finally:
             writing.cancel()
-            figuring.cancel()
+            if figuring is not None:
+                figuring.cancel()
 
     def busy(seconds: int) -> str:
         return templates.get_template("busy.html").render(title=study.title, seconds=seconds)
