@@ -61,7 +61,7 @@ ML_ENV = REPO / ".venv-ml"
 # Marked tests that take longest, longest first. Their files run first, so that under
 # pytest-xdist (scripts/test, which keeps this order with --no-loadscope-reorder) none of them
 # is left running alone at the end.
-HEAVIEST_FIRST = ("slow", "postgres", "browser")
+HEAVIEST_FIRST = ("slow", "postgres", "browser", "server", "report")
 # Files whose tests share nothing costly at module scope, longest tests first: under
 # scripts/test each of their tests is a unit of its own, run by whichever worker is free, rather
 # than the whole file on one worker (the benchmark file alone took 10 minutes so).
