@@ -32,10 +32,9 @@ def dump_path(dumps: Path, database: str) -> Path:
 
 
 def restore_sqlite(data_dir: Path, dumps: Path = DUMPS) -> bool:
-    """Give a data folder without a database the installed release's migrated one; whether it
-    did (not without a dump for that release, nor where label-studio is not installed beside
-    this package: Label Studio then migrates at its first start).
-    The database appears whole or not at all."""
+    """Give a data folder without a database the installed release's migrated one, whole or not
+    at all; whether it did. It does not without a dump for that release, nor where label-studio
+    is not installed beside this package: Label Studio then migrates at its first start."""
     try:
         dump = dump_path(dumps, "sqlite")
     except PackageNotFoundError:  # label-studio runs from another environment: release unknown
